@@ -1,0 +1,1 @@
+"""The service: FastAPI app, persistence, the online engine, metrics and dashboard."""

@@ -1,0 +1,1 @@
+"""The ``regimetune`` command line: one module per command group, registered in ``main``."""

@@ -1,0 +1,1 @@
+"""Telemetry in: trace readers, the workload generator, and the windowing aggregator."""

@@ -1,0 +1,74 @@
+"""Detected regimes, their history as segments, and confirmed changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from regimetune.models.errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class Regime:
+    """A workload regime: a stable id, its centroid in feature space (feature names in
+    ``features``) and how many windows it has absorbed."""
+
+    id: int
+    centroid: tuple[float, ...]
+    features: tuple[str, ...] = ()
+    n_windows: int = 0
+
+    def __post_init__(self) -> None:
+        if self.id < 0:
+            raise InputError(f"regime id must be >= 0, got {self.id}")
+        if self.features and len(self.features) != len(self.centroid):
+            raise InputError("regime centroid and feature names differ in length")
+
+
+@dataclass(frozen=True, slots=True)
+class RegimeSegment:
+    """A maximal run of windows ``[start_window, end_window)`` assigned to one regime,
+    spanning ``[start, end)`` seconds, with summary statistics (e.g. mean reads/s)."""
+
+    regime_id: int
+    start_window: int
+    end_window: int
+    start: float
+    end: float
+    centroid: tuple[float, ...] = ()
+    summary: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.end_window <= self.start_window:
+            raise InputError("a segment holds at least one window")
+        if self.end < self.start:
+            raise InputError("a segment cannot end before it starts")
+
+    @property
+    def n_windows(self) -> int:
+        return self.end_window - self.start_window
+
+
+@dataclass(frozen=True, slots=True)
+class RegimeChange:
+    """A confirmed change from ``from_id`` (``None`` at start) to ``to_id``: the change
+    took effect at window ``at_window`` (time ``at_time``) and the detector confirmed it
+    at window ``confirmed_window`` (time ``confirmed_time``), so the detection delay is
+    ``confirmed_window - at_window`` windows."""
+
+    from_id: int | None
+    to_id: int
+    at_window: int
+    at_time: float
+    confirmed_window: int
+    confirmed_time: float
+
+    def __post_init__(self) -> None:
+        if self.confirmed_window < self.at_window:
+            raise InputError("a change cannot be confirmed before it happens")
+
+    @property
+    def delay_windows(self) -> int:
+        return self.confirmed_window - self.at_window
+
+
+__all__ = ["Regime", "RegimeChange", "RegimeSegment"]

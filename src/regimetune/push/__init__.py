@@ -1,0 +1,1 @@
+"""Outbound: adapters that push policy versions to rescaling backends."""

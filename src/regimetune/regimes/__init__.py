@@ -1,0 +1,1 @@
+"""Regime detection: features, online clustering with stable ids, stability, paper mode, metrics."""

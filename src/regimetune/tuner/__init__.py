@@ -1,0 +1,1 @@
+"""Tuning: trace-driven simulators, objectives, optimizers and per-regime tuning sessions."""
