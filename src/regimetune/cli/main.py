@@ -8,7 +8,7 @@ import sys
 import typer
 from rich.console import Console
 
-from regimetune.cli import demo, detect, plan, serve, traces, tune
+from regimetune.cli import backend, demo, detect, plan, serve, traces, tune
 from regimetune.models import RegimetuneError
 
 app = typer.Typer(
@@ -20,6 +20,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """Detect workload regimes of elastic storage services and tune their knobs per regime."""
+
+
 @app.command()
 def version() -> None:
     """Print the installed version."""
@@ -28,7 +33,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for _module in (traces, detect, tune, plan, serve, demo):
+for _module in (traces, detect, tune, plan, backend, serve, demo):
     _module.register(app)
 
 EXIT_BAD_INPUT = 2

@@ -14,7 +14,7 @@ from regimetune.models.errors import (
     TuningError,
 )
 from regimetune.models.events import NO_BUCKET, NO_LABEL, EventBatch, Op, RequestEvent
-from regimetune.models.policy import CacheMode, CachePolicy, Policy, PolicySource, PolicyVersion
+from regimetune.models.policy import CacheMode, CachePolicy, Policy, PolicyFile, PolicySource, PolicyVersion
 from regimetune.models.regimes import Regime, RegimeChange, RegimeSegment
 from regimetune.models.rescale import (
     PRESETS,
@@ -52,6 +52,7 @@ __all__ = [
     "Op",
     "PlanMetrics",
     "Policy",
+    "PolicyFile",
     "PolicySource",
     "PolicyVersion",
     "PufferscaleWeights",

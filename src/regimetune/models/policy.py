@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -74,4 +74,16 @@ class PolicyVersion(BaseModel):
     created_at: float
 
 
-__all__ = ["CacheMode", "CachePolicy", "Policy", "PolicySource", "PolicyVersion"]
+class PolicyFile(BaseModel):
+    """What ``regimetune tune --out`` writes and the service loads: a policy per regime id, a
+    default for regimes without one, and optionally the detector state the ids refer to."""
+
+    model_config = _FROZEN
+    format_version: Literal[1] = 1
+    trace: str | None = None
+    default: Policy = Policy()
+    regimes: dict[int, Policy] = {}
+    detector_state: dict[str, Any] | None = None
+
+
+__all__ = ["CacheMode", "CachePolicy", "Policy", "PolicyFile", "PolicySource", "PolicyVersion"]
