@@ -1,0 +1,417 @@
+"""The outbox: every policy version is stored first, then delivered to the backend in
+order, with retries, by an :class:`OutboxWorker`.
+
+Delivery rules (what a storage operator can rely on):
+
+* **In order.** The worker only ever pushes the oldest pending version. Version N+1 is not
+  sent before N is delivered or given up.
+* **Nothing dropped while the backend is down.** A transient failure (connection refused,
+  timeout, 5xx, 429) keeps the version at the head of the outbox and retries it with
+  exponential backoff and full jitter: attempt k waits ``uniform(0, min(cap, base *
+  2**(k-1)))`` seconds (at least the backend's ``Retry-After``, at most ``cap``). By
+  default (``max_attempts=None``) it retries forever; versions that queue up behind it are
+  delivered, each exactly once and in order, when the backend is back.
+* **Exactly once at the backend.** The version number is the idempotency key: if the
+  worker dies between a push and ``mark_delivered``, the re-push is acknowledged as a
+  duplicate and counts as delivered.
+* **Refusals do not block.** A permanent refusal (other 4xx: a stale version, invalid
+  weights) marks the version ``failed`` at once and delivery moves on to the next version;
+  sending it again would not help, and each version is a whole policy, so the next one
+  supersedes it. With ``max_attempts`` set, a version that keeps failing transiently is
+  given up the same way after that many attempts.
+* **Reported.** Every outcome is a :class:`DeliveryEvent` (returned by :meth:`step` and
+  passed to ``on_event``) that the service writes to its decision log: ``delivered``,
+  ``retrying`` (each failed attempt), ``stalled`` (once, when a version has failed
+  ``report_after`` times in a row: the backend is behind) and ``failed`` (given up). A
+  ``failed`` event carries ``in_force``, the last delivered version, which stays in force
+  at the backend.
+
+The storage is a protocol, :class:`OutboxStore`; :class:`InMemoryOutboxStore` serves tests
+and one-shot CLI runs; the service keeps its outbox in its SQL store.
+``regimetune.push.checks.check_outbox_store`` is the conformance suite for implementations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from regimetune.models import ConfigError, ConflictError, NotFoundError, PolicyVersion, PushOutcome
+from regimetune.push.base import Backend, PushError
+
+log = logging.getLogger(__name__)
+
+EntryState = Literal["pending", "delivered", "failed"]
+EventKind = Literal["delivered", "retrying", "stalled", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """A version in the outbox and how its delivery stands. ``attempts`` counts failed
+    attempts; ``next_attempt_at`` is when the worker may try again (clock seconds)."""
+
+    version: PolicyVersion
+    state: EntryState = "pending"
+    attempts: int = 0
+    next_attempt_at: float = 0.0
+    last_error: str | None = None
+    finished_at: float | None = None
+
+
+@runtime_checkable
+class OutboxStore(Protocol):
+    """Where the outbox lives. Implementations return frozen entries that later writes do
+    not change, and make each call atomic.
+
+    * ``append``: add a pending version. The same version again with the same content is a
+      no-op (returns the stored entry); the same number with other content, or a number
+      not above every stored one, raises ``ConflictError``.
+    * ``pending``: the pending entries, in increasing version order.
+    * ``mark_delivered`` / ``mark_failed``: finish a version (``NotFoundError`` if unknown).
+    * ``record_attempt``: one more failed attempt, its error, and when to try again.
+    * ``last_delivered``: the newest delivered version (the one in force), or None.
+    """
+
+    def append(self, version: PolicyVersion) -> OutboxEntry: ...
+
+    def pending(self) -> Sequence[OutboxEntry]: ...
+
+    def mark_delivered(self, version: int, *, at: float) -> None: ...
+
+    def record_attempt(self, version: int, *, error: str, next_attempt_at: float) -> None: ...
+
+    def mark_failed(self, version: int, *, error: str, at: float) -> None: ...
+
+    def last_delivered(self) -> PolicyVersion | None: ...
+
+
+class InMemoryOutboxStore:
+    """A thread-safe outbox in a dict, for tests and one-shot runs.
+
+    >>> from regimetune.models import Policy
+    >>> store = InMemoryOutboxStore()
+    >>> _ = store.append(PolicyVersion(version=1, policy=Policy(), created_at=0.0))
+    >>> [e.version.version for e in store.pending()]
+    [1]
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, OutboxEntry] = {}
+
+    def append(self, version: PolicyVersion) -> OutboxEntry:
+        with self._lock:
+            n = version.version
+            old = self._entries.get(n)
+            if old is not None:
+                if old.version != version:
+                    raise ConflictError(f"outbox already holds version {n} with other content")
+                return old
+            newest = max(self._entries, default=0)
+            if n < newest:
+                raise ConflictError(f"version {n} is older than version {newest} in the outbox")
+            entry = OutboxEntry(version=version)
+            self._entries[n] = entry
+            return entry
+
+    def pending(self) -> list[OutboxEntry]:
+        with self._lock:
+            return [self._entries[n] for n in sorted(self._entries) if self._entries[n].state == "pending"]
+
+    def _update(self, version: int, change: Callable[[OutboxEntry], OutboxEntry]) -> None:
+        with self._lock:
+            try:
+                entry = self._entries[version]
+            except KeyError:
+                raise NotFoundError(f"outbox holds no version {version}") from None
+            self._entries[version] = change(entry)
+
+    def mark_delivered(self, version: int, *, at: float) -> None:
+        self._update(version, lambda e: dataclasses.replace(e, state="delivered", finished_at=at))
+
+    def record_attempt(self, version: int, *, error: str, next_attempt_at: float) -> None:
+        self._update(
+            version,
+            lambda e: dataclasses.replace(
+                e, attempts=e.attempts + 1, last_error=error, next_attempt_at=next_attempt_at
+            ),
+        )
+
+    def mark_failed(self, version: int, *, error: str, at: float) -> None:
+        self._update(
+            version, lambda e: dataclasses.replace(e, state="failed", last_error=error, finished_at=at)
+        )
+
+    def last_delivered(self) -> PolicyVersion | None:
+        with self._lock:
+            done = [n for n, e in self._entries.items() if e.state == "delivered"]
+            return self._entries[max(done)].version if done else None
+
+    # not part of the protocol: for tests and reports
+    def entries(self) -> list[OutboxEntry]:
+        with self._lock:
+            return [self._entries[n] for n in sorted(self._entries)]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff
+    and Jitter"): attempt ``k`` (1-based) waits ``uniform(0, min(cap, base * 2**(k-1)))``.
+    ``max_attempts=None`` retries transient failures forever.
+
+    >>> RetryPolicy(base=1.0, cap=5.0).ceiling(4)
+    5.0
+    """
+
+    base: float = 0.5
+    cap: float = 60.0
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.base > 0:
+            raise ConfigError(f"backoff base must be > 0 seconds, got {self.base}")
+        if not self.cap >= self.base:
+            raise ConfigError(f"backoff cap ({self.cap}) must be >= base ({self.base})")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ConfigError(f"max_attempts must be >= 1 or None, got {self.max_attempts}")
+
+    def ceiling(self, attempt: int) -> float:
+        """The largest delay after the ``attempt``-th failure."""
+        exponent = min(max(attempt - 1, 0), 62)  # 2**62 * base is far past any cap
+        return min(self.cap, self.base * 2.0**exponent)
+
+    def delay(self, attempt: int, rng: random.Random, *, retry_after: float | None = None) -> float:
+        """A jittered delay; never below the backend's ``retry_after`` (itself capped)."""
+        d = rng.uniform(0.0, self.ceiling(attempt))
+        if retry_after is not None:
+            d = max(d, min(retry_after, self.cap))
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryEvent:
+    """One outcome of the outbox, for the decision log. ``in_force`` is the newest
+    version the backend holds as far as the outbox knows."""
+
+    kind: EventKind
+    version: int
+    at: float
+    attempts: int
+    error: str | None = None
+    next_attempt_at: float | None = None
+    in_force: int | None = None
+    duplicate: bool = False
+    permanent: bool = False
+
+    @property
+    def outcome(self) -> PushOutcome:
+        """The decision-log outcome of the version after this event."""
+        if self.kind == "delivered":
+            return PushOutcome.DELIVERED
+        if self.kind == "failed":
+            return PushOutcome.FAILED
+        return PushOutcome.PENDING
+
+
+class OutboxWorker:
+    """Deliver the versions of ``store`` to ``backend`` by the rules in the module doc.
+
+    ``clock`` (seconds, wall clock by default since ``next_attempt_at`` is persisted) and
+    ``sleep`` are injectable so tests run on a fake clock; ``seed`` fixes the jitter.
+    Call :meth:`step` from your own loop, :meth:`drain` to deliver everything now, or
+    :meth:`start` a background thread and :meth:`notify` it when a version is appended.
+    """
+
+    def __init__(
+        self,
+        store: OutboxStore,
+        backend: Backend,
+        *,
+        retry: RetryPolicy | None = None,
+        report_after: int = 3,
+        on_event: Callable[[DeliveryEvent], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        seed: int | None = None,
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.retry = retry
+        self.report_after = report_after
+        self.on_event = on_event
+        self.clock = clock
+        self.sleep = sleep
+        self.seed = seed
+        self._rng: random.Random | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def _retry(self) -> RetryPolicy:
+        return self.retry if self.retry is not None else RetryPolicy()
+
+    def _emit(self, events: list[DeliveryEvent], event: DeliveryEvent) -> None:
+        events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _in_force(self) -> int | None:
+        last = self.store.last_delivered()
+        return last.version if last is not None else None
+
+    # -- one pass ----------------------------------------------------------------------------
+    def step(self) -> list[DeliveryEvent]:
+        """Push every pending version that is due, oldest first, until one fails
+        transiently (it then waits for its backoff) or none is left."""
+        if self._rng is None:
+            self._rng = random.Random(self.seed)
+        events: list[DeliveryEvent] = []
+        while True:
+            pending = self.store.pending()
+            if not pending:
+                return events
+            head = pending[0]
+            now = self.clock()
+            if head.next_attempt_at > now:
+                return events
+            n, attempt = head.version.version, head.attempts + 1
+            try:
+                receipt = self.backend.push(head.version)
+            except PushError as exc:
+                if not self._failed(head, attempt, exc, now, events):
+                    return events
+                continue
+            self.store.mark_delivered(n, at=now)
+            self._emit(
+                events,
+                DeliveryEvent(
+                    kind="delivered",
+                    version=n,
+                    at=now,
+                    attempts=attempt,
+                    in_force=n,
+                    duplicate=receipt.status == "duplicate",
+                ),
+            )
+
+    def _failed(
+        self, head: OutboxEntry, attempt: int, exc: PushError, now: float, events: list[DeliveryEvent]
+    ) -> bool:
+        """Record a failed attempt; True when the version was given up (move on)."""
+        n, retry, error = head.version.version, self._retry, str(exc)
+        gave_up = not exc.retryable or (retry.max_attempts is not None and attempt >= retry.max_attempts)
+        if gave_up:
+            if exc.retryable:
+                error = f"gave up after {attempt} attempts: {error}"
+            self.store.mark_failed(n, error=error, at=now)
+            self._emit(
+                events,
+                DeliveryEvent(
+                    kind="failed",
+                    version=n,
+                    at=now,
+                    attempts=attempt,
+                    error=error,
+                    in_force=self._in_force(),
+                    permanent=not exc.retryable,
+                ),
+            )
+            return True
+        assert self._rng is not None
+        due = now + retry.delay(attempt, self._rng, retry_after=exc.retry_after)
+        self.store.record_attempt(n, error=error, next_attempt_at=due)
+        kinds: tuple[EventKind, ...] = (
+            ("retrying", "stalled") if attempt == self.report_after else ("retrying",)
+        )
+        for kind in kinds:
+            self._emit(
+                events,
+                DeliveryEvent(
+                    kind=kind,
+                    version=n,
+                    at=now,
+                    attempts=attempt,
+                    error=error,
+                    next_attempt_at=due,
+                    in_force=self._in_force(),
+                ),
+            )
+        return False
+
+    def next_due(self) -> float | None:
+        """When the oldest pending version may be tried (None: nothing pending)."""
+        pending = self.store.pending()
+        return pending[0].next_attempt_at if pending else None
+
+    # -- loops -------------------------------------------------------------------------------
+    def drain(self, *, timeout: float | None = None) -> list[DeliveryEvent]:
+        """Step and sleep until the outbox is empty or ``timeout`` clock seconds passed."""
+        start = self.clock()
+        events: list[DeliveryEvent] = []
+        while True:
+            events.extend(self.step())
+            due = self.next_due()
+            if due is None:
+                return events
+            now = self.clock()
+            if timeout is not None and now - start >= timeout:
+                return events
+            wait = max(due - now, 0.0)
+            if timeout is not None:
+                wait = min(wait, start + timeout - now)
+            self.sleep(wait)
+
+    def notify(self) -> None:
+        """Wake the background thread (call after appending a version)."""
+        self._wake.set()
+
+    def run(self, *, idle: float = 1.0) -> None:
+        """Deliver until :meth:`stop`; wakes on :meth:`notify`, when the head is due, or
+        every ``idle`` seconds. A failing store is logged and retried, never fatal."""
+        while not self._stop.is_set():
+            try:
+                self.step()
+                due = self.next_due()
+            except Exception:  # the loop must outlive a flaky store or adapter bug
+                log.exception("outbox delivery pass failed; retrying in %.1f s", idle)
+                due = None
+            wait = idle if due is None else min(idle, max(due - self.clock(), 0.0))
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def start(self, *, idle: float = 1.0) -> threading.Thread:
+        """Run :meth:`run` in a daemon thread."""
+        if self._thread is not None and self._thread.is_alive():
+            return self._thread
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self.run, kwargs={"idle": idle}, name="regimetune-outbox", daemon=True
+        )
+        self._thread.start()
+        return self._thread
+
+    def stop(self, *, timeout: float | None = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+
+__all__ = [
+    "DeliveryEvent",
+    "EntryState",
+    "EventKind",
+    "InMemoryOutboxStore",
+    "OutboxEntry",
+    "OutboxStore",
+    "OutboxWorker",
+    "RetryPolicy",
+]
