@@ -1,0 +1,21 @@
+"""Pufferscale rescaling: the planner, its exact reference, lower bounds, campaign simulation
+and the tuning of its weights W_L, W_D, W_T."""
+
+from regimetune.tuner.rescale.bounds import cheriere_decommission_time, placement_lower_bound
+from regimetune.tuner.rescale.planner import (
+    ArrayPlan,
+    Targets,
+    compute_targets,
+    plan_arrays,
+    plan_rescale,
+)
+
+__all__ = [
+    "ArrayPlan",
+    "Targets",
+    "cheriere_decommission_time",
+    "compute_targets",
+    "placement_lower_bound",
+    "plan_arrays",
+    "plan_rescale",
+]
