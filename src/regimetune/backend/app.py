@@ -1,0 +1,100 @@
+"""The reference backend's FastAPI app, built by :func:`create_app` (no work at import).
+
+One handler maps the project's errors to status codes, so every refusal is a 4xx with a
+one-line ``detail`` and a ``code``, never a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from regimetune.backend.routes import health, placement, policy, rescale
+from regimetune.backend.service import Planner, ReferenceService
+from regimetune.backend.settings import BackendSettings
+from regimetune.models import (
+    BoundsError,
+    ConfigError,
+    ConflictError,
+    InfeasibleError,
+    InputError,
+    NotFoundError,
+    RegimetuneError,
+)
+
+_STATUS: tuple[tuple[type[RegimetuneError], int, str], ...] = (
+    (NotFoundError, 404, "not_found"),
+    (ConflictError, 409, "conflict"),
+    (InfeasibleError, 409, "infeasible"),
+    (InputError, 422, "invalid_input"),
+    (BoundsError, 422, "out_of_bounds"),
+    (ConfigError, 503, "backend_misconfigured"),
+)
+
+DESCRIPTION = """\
+The reference rescaling backend of regimetune: it holds a bucket placement, takes policy
+versions (Pufferscale weights and cache thresholds) pushed by regimetune, and answers rescale
+orders with Pufferscale migration plans.
+
+**The push contract** (any backend can implement it): `PUT /v1/policy` with a `PolicyVersion`
+and an `Idempotency-Key` header equal to its `version`. `200 applied` when it is newer than
+the version in force; `200 duplicate` for the same version again (nothing changes); `409`
+with `detail`, `code` (`stale_version` / `version_conflict`) and `current_version` for an
+older version or the same number with other content; `422` for an invalid body; `5xx` or no
+answer means "try again later".
+"""
+
+
+def _error(exc: RegimetuneError) -> JSONResponse:
+    status, code = 400, "bad_request"
+    for cls, st, c in _STATUS:
+        if isinstance(exc, cls):
+            status, code = st, c
+            break
+    body: dict[str, Any] = {"detail": str(exc), "code": getattr(exc, "code", code)}
+    current = getattr(exc, "current_version", None)
+    if current is not None:
+        body["current_version"] = current
+    return JSONResponse(status_code=status, content=body)
+
+
+def _validation(exc: RequestValidationError) -> JSONResponse:
+    errors = jsonable_encoder(exc.errors())
+    first = errors[0] if errors else {}
+    loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+    msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+    detail = f"{loc}: {msg}" if loc else msg
+    return JSONResponse(
+        status_code=422, content={"detail": detail, "code": "invalid_request", "errors": errors}
+    )
+
+
+def create_app(settings: BackendSettings, *, planner: Planner | None = None) -> FastAPI:
+    """The app over the state file of ``settings``; ``planner`` replaces the Pufferscale
+    planner (tests)."""
+    app = FastAPI(
+        title="regimetune reference rescaling backend",
+        version="1",
+        description=DESCRIPTION,
+    )
+    app.state.service = ReferenceService(settings, planner=planner)
+    app.state.service.store.current_policy()  # open (and create) the state file now: fail fast
+
+    @app.exception_handler(RegimetuneError)
+    async def _regimetune_error(request: Request, exc: RegimetuneError) -> JSONResponse:
+        return _error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation(exc)
+
+    for module in (policy, placement, rescale, health):
+        app.include_router(module.router)
+    return app
+
+
+__all__ = ["DESCRIPTION", "create_app"]
