@@ -1,0 +1,113 @@
+"""Record validation shared by every reader: ops, finite times, time order, the bad-record budget.
+
+Readers turn a chunk into numpy columns, then ask a :class:`Validator` which rows are bad; bad
+rows stop the run (naming the file and the line, or the byte offset of a binary record) or,
+within the ``skip_bad`` budget, are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from regimetune.models.errors import TraceFormatError
+from regimetune.models.events import NO_BUCKET, NO_LABEL, EventBatch, Op
+
+
+class Validator:
+    """Running state of one read: the latest accepted time and how many records were bad."""
+
+    def __init__(self, source: str, *, skip_bad: int, tolerance: float) -> None:
+        self.source = source
+        self.skip_bad = skip_bad
+        self.tolerance = tolerance
+        self.bad = 0
+        self.tmax = -np.inf
+
+    def fail(self, reason: str, *, line: int | None = None, offset: int | None = None) -> None:
+        """Count one bad record; raise when the budget is spent."""
+        self.bad += 1
+        if self.bad > self.skip_bad:
+            if self.skip_bad:
+                reason = f"{reason} (more than --skip-bad {self.skip_bad} bad records)"
+            raise TraceFormatError(reason, source=self.source, line=line, offset=offset)
+
+    def backwards(self, ts: np.ndarray) -> np.ndarray:
+        """Mask of times that go back more than the tolerance behind the latest earlier time.
+        Dropping such rows leaves the running maximum unchanged, so one pass is exact."""
+        if len(ts) == 0:
+            return np.zeros(0, dtype=bool)
+        prev = np.empty_like(ts)
+        prev[0] = self.tmax
+        np.maximum.accumulate(ts[:-1], out=prev[1:])
+        np.maximum(prev[1:], self.tmax, out=prev[1:])
+        return ts < prev - self.tolerance
+
+    def accept(self, ts: np.ndarray) -> None:
+        if len(ts):
+            self.tmax = max(self.tmax, float(ts.max()))
+
+    def screen(
+        self,
+        cols: dict[str, np.ndarray],
+        bad: np.ndarray,
+        reasons: list[str],
+        where: np.ndarray,
+        *,
+        kind: str,
+    ) -> dict[str, np.ndarray]:
+        """Drop rows flagged in ``bad`` (with ``reasons`` per flagged row, in row order) plus
+        rows going back in time; ``where`` holds each row's line number (``kind="line"``) or
+        byte offset (``kind="offset"``) for messages."""
+        ts = cols["ts"]
+        back = self.backwards(np.where(bad, -np.inf, ts))
+        back &= ~bad
+        allbad = bad | back
+        if allbad.any():
+            idx = np.flatnonzero(allbad)
+            rmap = dict(zip(np.flatnonzero(bad).tolist(), reasons, strict=True))
+            for i in idx.tolist():
+                reason = rmap.get(i) or f"timestamp {ts[i]!r} goes back more than {self.tolerance} s"
+                if kind == "line":
+                    self.fail(reason, line=int(where[i]))
+                else:
+                    self.fail(reason, offset=int(where[i]))
+            keep = ~allbad
+            cols = {k: v[keep] for k, v in cols.items()}
+        self.accept(cols["ts"])
+        return cols
+
+
+def op_codes(
+    col: pa.Array | pa.ChunkedArray, read_ops: frozenset[str], write_ops: frozenset[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Map an op column (strings or integers) to ``Op`` codes; returns ``(codes, unknown)``."""
+    if pa.types.is_integer(col.type) or not (
+        pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+    ):
+        col = pc.cast(col, pa.string())
+    ops = sorted(read_ops) + sorted(write_ops)
+    idx = pc.index_in(pc.utf8_lower(pc.utf8_trim_whitespace(col)), value_set=pa.array(ops))
+    arr = np.asarray(idx.to_numpy(zero_copy_only=False))
+    nulls = np.asarray(pc.is_null(idx).to_numpy(zero_copy_only=False), dtype=bool)
+    lut = np.array([int(Op.READ)] * len(read_ops) + [int(Op.WRITE)] * len(write_ops), dtype=np.uint8)
+    codes = np.zeros(len(arr), dtype=np.uint8)
+    ok = ~nulls
+    codes[ok] = lut[arr[ok].astype(np.int64)]
+    return codes, nulls
+
+
+def to_batch(cols: dict[str, np.ndarray]) -> EventBatch:
+    n = len(cols["ts"])
+    return EventBatch.from_columns(
+        ts=cols["ts"],
+        key=cols["key"],
+        op=cols.get("op"),
+        size=cols.get("size"),
+        bucket=cols["bucket"] if "bucket" in cols else np.full(n, NO_BUCKET, dtype=np.int32),
+        label=cols["label"] if "label" in cols else np.full(n, NO_LABEL, dtype=np.int16),
+    )
+
+
+__all__ = ["Validator", "op_codes", "to_batch"]

@@ -1,0 +1,113 @@
+"""Compiled helpers: a 64-bit mixing hash and an exact set of uint64 keys (open addressing).
+
+>>> s = KeySet()
+>>> s.add(np.array([3, 5, 3], dtype=np.uint64)), s.add(np.array([5, 9], dtype=np.uint64)), len(s)
+(2, 1, 3)
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def mix64(keys: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, vectorised: a bijection of uint64 that spreads nearby keys.
+
+    >>> mix64(np.array([0, 1], dtype=np.uint64)).tolist() != [0, 1]
+    True
+    """
+    z = np.asarray(keys, dtype=np.uint64) + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def bucket_of(keys: np.ndarray, n_buckets: int) -> np.ndarray:
+    """The bucket (0..n_buckets-1) that a key hashes to; the same everywhere in the project."""
+    return (mix64(keys) % np.uint64(n_buckets)).astype(np.int32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _mix(k: np.uint64) -> np.uint64:  # pragma: no cover - compiled
+    z = k + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _insert(
+    table: np.ndarray, used: np.ndarray, keys: np.ndarray, new: np.ndarray
+) -> int:  # pragma: no cover
+    mask = np.uint64(len(table) - 1)
+    added = 0
+    for i in range(len(keys)):
+        k = keys[i]
+        h = _mix(k) & mask
+        while True:
+            if not used[h]:
+                used[h] = True
+                table[h] = k
+                added += 1
+                if len(new):
+                    new[i] = True
+                break
+            if table[h] == k:
+                break
+            h = (h + np.uint64(1)) & mask
+    return added
+
+
+_NONE = np.zeros(0, dtype=np.bool_)
+
+
+class KeySet:
+    """An exact growing set of uint64 keys; ``add`` returns how many keys were new."""
+
+    def __init__(self, capacity: int = 1 << 12) -> None:
+        cap = 1 << max(4, int(capacity - 1).bit_length())
+        self._table = np.zeros(cap, dtype=np.uint64)
+        self._used = np.zeros(cap, dtype=np.bool_)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(self, keys: np.ndarray) -> int:
+        return self._add(keys, _NONE)
+
+    def add_new(self, keys: np.ndarray) -> np.ndarray:
+        """Add ``keys``; a mask of those that were not in the set (first occurrence only)."""
+        new = np.zeros(len(keys), dtype=np.bool_)
+        self._add(keys, new)
+        return new
+
+    def _add(self, keys: np.ndarray, new: np.ndarray) -> int:
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        need = self._n + len(keys)
+        if need * 2 > len(self._table):
+            cap = len(self._table)
+            while need * 2 > cap:
+                cap *= 2
+            old = self._table[self._used]
+            self._table = np.zeros(cap, dtype=np.uint64)
+            self._used = np.zeros(cap, dtype=np.bool_)
+            _insert(self._table, self._used, old, _NONE)
+        added = int(_insert(self._table, self._used, keys, new))
+        self._n += added
+        return added
+
+    def keys(self) -> np.ndarray:
+        return self._table[self._used]
+
+    @property
+    def nbytes(self) -> int:
+        return self._table.nbytes + self._used.nbytes
+
+
+__all__ = ["KeySet", "bucket_of", "mix64"]

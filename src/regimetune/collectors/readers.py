@@ -1,0 +1,250 @@
+"""Read a trace file as a stream of :class:`EventBatch` chunks, in bounded memory.
+
+Formats: ``csv``/``tsv`` (plain, ``.gz`` or ``.zst``), ``jsonl``, ``parquet`` and ``oracle``
+(libCacheSim's oracleGeneral binary: 24-byte little-endian records
+``<uint32 time, uint64 obj_id, uint32 size, int64 next_access_vtime>``). The format comes from
+the extension unless named. A bad record stops the read with a :class:`TraceFormatError`
+naming the file and line (or byte offset), unless ``skip_bad`` allows dropping it.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+>>> _ = p.write_text("ts,key,op\\n0.5,7,get\\n1.5,8,put\\n")
+>>> r = read_trace(p)
+>>> [len(b) for b in r], r.bad_records
+([2], 0)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from regimetune.collectors._check import Validator, op_codes, to_batch
+from regimetune.collectors._text import iter_text
+from regimetune.collectors.spec import FORMATS, TraceSpec
+from regimetune.models.errors import ConfigError, InputError, TraceFormatError
+from regimetune.models.events import EventBatch
+
+ORACLE_DTYPE = np.dtype([("time", "<u4"), ("obj_id", "<u8"), ("size", "<u4"), ("next_vtime", "<i8")])
+"""One record of libCacheSim's oracleGeneral format (24 bytes, little-endian, packed)."""
+
+_EXTENSIONS: dict[str, str] = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".txt": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".bin": "oracle",
+    ".oracle": "oracle",
+    ".oraclegeneral": "oracle",
+}
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """The format named by the file's extension (compression suffixes ignored).
+
+    >>> detect_format("a/b.csv.zst"), detect_format("x.oracleGeneral.bin"), detect_format("y.parquet")
+    ('csv', 'oracle', 'parquet')
+    """
+    name = Path(path).name.lower()
+    for comp in (".gz", ".zst", ".zstd"):
+        name = name.removesuffix(comp)
+    suffix = Path(name).suffix
+    if suffix in _EXTENSIONS:
+        return _EXTENSIONS[suffix]
+    raise ConfigError(f"cannot tell the format of {str(path)!r} from its extension; pass --format")
+
+
+class TraceReader:
+    """An iterable of event batches over one trace file. Iterating again re-reads the file.
+    After a full iteration ``bad_records`` holds how many records were skipped and ``records``
+    how many were read."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fmt: str | None = None,
+        spec: TraceSpec | None = None,
+        skip_bad: int = 0,
+        chunk_rows: int = 1 << 20,
+    ) -> None:
+        self.path = Path(path)
+        self.fmt = fmt
+        self.spec = spec
+        self.skip_bad = skip_bad
+        self.chunk_rows = chunk_rows
+        self.bad_records = 0
+        self.records = 0
+
+    @property
+    def format(self) -> str:
+        fmt = (self.fmt or detect_format(self.path)).lower()
+        if fmt not in FORMATS:
+            raise ConfigError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
+        return fmt
+
+    def __iter__(self) -> Iterator[EventBatch]:
+        fmt = self.format
+        if self.skip_bad < 0:
+            raise ConfigError(f"skip_bad must be >= 0, got {self.skip_bad}")
+        if self.chunk_rows < 1:
+            raise ConfigError(f"chunk_rows must be >= 1, got {self.chunk_rows}")
+        if not self.path.is_file():
+            raise InputError(f"no such trace file: {self.path}")
+        spec = self.spec or TraceSpec()
+        val = Validator(str(self.path), skip_bad=self.skip_bad, tolerance=spec.ts_tolerance)
+        self.bad_records = 0
+        self.records = 0
+        if fmt in ("csv", "tsv", "jsonl"):
+            it = iter_text(self.path, spec, val, json_lines=fmt == "jsonl", chunk_rows=self.chunk_rows)
+        elif fmt == "parquet":
+            it = _iter_parquet(self.path, spec, val, self.chunk_rows)
+        else:
+            it = _iter_oracle(self.path, spec, val, self.chunk_rows)
+        try:
+            for batch in it:
+                self.records += len(batch)
+                self.bad_records = val.bad
+                yield batch
+        finally:
+            self.bad_records = val.bad
+
+
+def read_trace(
+    path: str | os.PathLike[str],
+    *,
+    fmt: str | None = None,
+    spec: TraceSpec | None = None,
+    skip_bad: int = 0,
+    chunk_rows: int = 1 << 20,
+) -> TraceReader:
+    """Open a trace for chunked reading; nothing is read until it is iterated."""
+    return TraceReader(path, fmt=fmt, spec=spec, skip_bad=skip_bad, chunk_rows=chunk_rows)
+
+
+# -- parquet -----------------------------------------------------------------------------------
+
+
+def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) -> Iterator[EventBatch]:
+    source = str(path)
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceFormatError(f"not a readable Parquet file: {exc}", source=source) from exc
+    names = pf.schema_arrow.names
+    roles = spec.resolve(names, len(names), source=source)
+    cols_needed = [names[i] for i in roles.values()]
+    row0 = 0
+    try:
+        batches = pf.iter_batches(batch_size=chunk_rows, columns=cols_needed)
+        for rb in batches:
+            cols: dict[str, np.ndarray] = {}
+            bad = np.zeros(rb.num_rows, dtype=bool)
+            why = np.full(rb.num_rows, "", dtype=object)
+            for role, i in roles.items():
+                col = rb.column(names[i])
+                isnull = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+                if role == "op":
+                    codes, unknown = op_codes(col, spec.read_ops, spec.write_ops)
+                    _flag(bad, why, unknown, "unknown op")
+                    cols["op"] = codes
+                    continue
+                arr = col.fill_null(0).to_numpy(zero_copy_only=False) if col.null_count else col.to_numpy()
+                arr = np.asarray(arr)
+                _flag(bad, why, isnull, f"missing {role}")
+                cols[role] = _cast(role, arr, bad, why)
+            cols["ts"] = cols["ts"] * spec.time_scale
+            reasons = [f"record {row0 + j + 1}: {why[j]}" for j in np.flatnonzero(bad).tolist()]
+            where = np.arange(row0 + 1, row0 + rb.num_rows + 1)
+            out = val.screen(cols, bad, reasons, where, kind="line")
+            row0 += rb.num_rows
+            if len(out["ts"]):
+                yield to_batch(out)
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceFormatError(
+            f"cannot read Parquet data near record {row0 + 1}: {exc}", source=source
+        ) from exc
+
+
+def _flag(bad: np.ndarray, why: np.ndarray, mask: np.ndarray, reason: str) -> None:
+    new = mask & ~bad
+    why[new] = reason
+    bad |= mask
+
+
+_RANGES = {
+    "key": (0, 2**64 - 1),
+    "size": (0, 2**32 - 1),
+    "bucket": (-(2**31), 2**31 - 1),
+    "label": (-(2**15), 2**15 - 1),
+}
+_DT = {"key": np.uint64, "size": np.uint32, "bucket": np.int32, "label": np.int16}
+
+
+def _cast(role: str, arr: np.ndarray, bad: np.ndarray, why: np.ndarray) -> np.ndarray:
+    if role == "ts":
+        if not np.issubdtype(arr.dtype, np.number):
+            raise InputError(f"ts column has type {arr.dtype}, expected numbers")
+        ts = arr.astype(np.float64)
+        _flag(bad, why, ~np.isfinite(ts), "timestamp is not finite")
+        return np.where(np.isfinite(ts), ts, 0.0)
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating):
+            _flag(bad, why, ~np.isfinite(arr) | (arr != np.round(arr)), f"{role} is not an integer")
+            arr = np.where(np.isfinite(arr), arr, 0)
+        else:
+            raise InputError(f"{role} column has type {arr.dtype}, expected integers")
+    lo, hi = _RANGES[role]
+    if np.issubdtype(arr.dtype, np.signedinteger) or np.issubdtype(arr.dtype, np.floating):
+        out_of = (arr < lo) | (arr > hi) if lo < 0 or arr.dtype.kind == "f" else arr < 0
+        _flag(bad, why, out_of, f"{role} out of range")
+        arr = np.where(out_of, 0, arr)
+    return arr.astype(_DT[role])
+
+
+# -- oracleGeneral -------------------------------------------------------------------------------
+
+
+def _iter_oracle(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) -> Iterator[EventBatch]:
+    source = str(path)
+    size = path.stat().st_size
+    rec = ORACLE_DTYPE.itemsize
+    if size % rec:
+        raise TraceFormatError(
+            f"file size {size} is not a multiple of {rec} bytes: truncated oracleGeneral trace?",
+            source=source,
+            offset=size - size % rec,
+        )
+    done = 0
+    with path.open("rb") as f:
+        while True:
+            buf = f.read(rec * chunk_rows)
+            if not buf:
+                return
+            if len(buf) % rec:
+                raise TraceFormatError("file ended inside a record", source=source, offset=done * rec)
+            a = np.frombuffer(buf, dtype=ORACLE_DTYPE)
+            n = len(a)
+            cols = {
+                "ts": a["time"].astype(np.float64) * spec.time_scale,
+                "key": a["obj_id"].copy(),
+                "op": np.zeros(n, dtype=np.uint8),
+                "size": a["size"].copy(),
+            }
+            where = (np.arange(done, done + n, dtype=np.int64)) * rec
+            out = val.screen(cols, np.zeros(n, dtype=bool), [], where, kind="offset")
+            done += n
+            if len(out["ts"]):
+                yield to_batch(out)
+
+
+__all__ = ["ORACLE_DTYPE", "TraceReader", "detect_format", "read_trace"]
