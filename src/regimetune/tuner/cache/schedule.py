@@ -129,7 +129,12 @@ class RegimePolicy:
         lb = np.asarray(self.labels, dtype=np.int64)
         win_idx = np.searchsorted(ts, st, side="left")
         win_idx[0] = 0  # the first label window also covers anything before it
-        which = np.array([index.get(int(r), 0) for r in lb], dtype=np.int64)
+        ids = np.array(sorted(index), dtype=np.int64)
+        pos = np.minimum(np.searchsorted(ids, lb), max(len(ids) - 1, 0))
+        known = (ids[pos] == lb) if len(ids) else np.zeros(len(lb), dtype=bool)
+        which = np.where(
+            known, np.array([index[int(r)] for r in ids], dtype=np.int64)[pos] if len(ids) else 0, 0
+        )
         cuts = np.unique(np.concatenate([win_idx, *[s.starts for s in scheds]]))
         cuts = cuts[cuts < max(len(ts), 1)]
         pol_of_cut = which[np.searchsorted(win_idx, cuts, side="right") - 1]

@@ -23,7 +23,6 @@ are counted by slicing.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -261,6 +260,65 @@ def _refill_spans(
     return arr[:, 0], arr[:, 1], peak
 
 
+@numba.njit(cache=True, nogil=True)
+def _count_clean(comp, comp_start, clean, caps, k1, reads_w, writes_w, rmiss, wmiss):  # pragma: no cover
+    # Per clean window: hits = sorted distances below the capacity, by a binary search
+    # confined to the window's own (small, cache-resident) group.
+    for i in range(clean.shape[0]):
+        w = clean[i]
+        for op in range(2):
+            g = 2 * w + op
+            lo = comp_start[g]
+            hi = comp_start[g + 1]
+            target = g * k1 + caps[i]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if comp[mid] < target:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            hits = lo - comp_start[g]
+            if op == 0:
+                rmiss[w] = reads_w[w] - hits
+            else:
+                wmiss[w] = writes_w[w] - hits
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_dirty(
+    dist, is_write, win_bounds, dirty, starts, caps, span_a, span_k, rmiss, wmiss
+):  # pragma: no cover
+    # Windows cut by a switch or a refill span: step through their regular requests.
+    n_sp = span_a.shape[0]
+    n_p = starts.shape[0]
+    for i in range(dirty.shape[0]):
+        w = dirty[i]
+        j = win_bounds[w]
+        hi = win_bounds[w + 1]
+        p = np.searchsorted(starts, j, side="right") - 1
+        s = np.searchsorted(span_k, j, side="right")  # first span ending after j
+        while j < hi:
+            if s < n_sp and span_a[s] <= j:
+                j = span_k[s]  # counted by the refill kernel
+                s += 1
+                continue
+            while p + 1 < n_p and starts[p + 1] <= j:
+                p += 1
+            stop = hi
+            if s < n_sp and span_a[s] < stop:
+                stop = span_a[s]
+            if p + 1 < n_p and starts[p + 1] < stop:
+                stop = starts[p + 1]
+            c = caps[p]
+            for r in range(j, stop):
+                if dist[r] >= c:
+                    if is_write[r]:
+                        wmiss[w] += 1
+                    else:
+                        rmiss[w] += 1
+            j = stop
+
+
 def _count(trace: CacheTrace, sched: CapacitySchedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Read misses, write misses and cached keys at the end of each window; peak keys."""
     n, n_win, k = trace.n_requests, trace.n_windows, trace.n_keys
@@ -272,8 +330,10 @@ def _count(trace: CacheTrace, sched: CapacitySchedule) -> tuple[np.ndarray, np.n
     span_a, span_k, peak = _refill_spans(trace, sched, rmiss, wmiss, fill_end)
 
     def in_span(idx: np.ndarray) -> np.ndarray:
+        if not len(span_a):
+            return np.zeros(len(idx), dtype=bool)
         s = np.searchsorted(span_a, idx, side="right") - 1
-        return (s >= 0) & (idx < span_k[np.maximum(s, 0)]) if len(span_a) else np.zeros(len(idx), bool)
+        return (s >= 0) & (idx < span_k[np.maximum(s, 0)])
 
     cuts = np.unique(np.concatenate([sched.starts, span_a, span_k]))
     cuts = cuts[cuts < n]
@@ -285,25 +345,14 @@ def _count(trace: CacheTrace, sched: CapacitySchedule) -> tuple[np.ndarray, np.n
     dirty[cut_w[inner]] = True
     dirty |= in_span(w_lo) & (w_hi > w_lo)
     clean = np.flatnonzero(~dirty)
-    cap = sched.cap_at(w_lo[clean])
-    k1 = np.int64(k + 1)
-    g = 2 * clean
-    r_hits = np.searchsorted(trace._comp, g * k1 + cap) - trace._comp_start[g]
-    w_hits = np.searchsorted(trace._comp, (g + 1) * k1 + cap) - trace._comp_start[g + 1]
-    rmiss[clean] = trace.reads_w[clean] - r_hits
-    wmiss[clean] = trace.writes_w[clean] - w_hits
-    # windows cut by a switch or a refill span: count their regular parts by slicing
-    for w in np.flatnonzero(dirty):
-        lo, hi = int(w_lo[w]), int(w_hi[w])
-        inside = cuts[(cuts > lo) & (cuts < hi)]
-        bounds = np.concatenate([[lo], inside, [hi]])
-        for x, y in itertools.pairwise(bounds.tolist()):
-            if in_span(np.array([x]))[0]:
-                continue
-            miss = trace.dist[x:y] >= sched.cap_at(x)
-            nw = int(np.count_nonzero(miss & trace.is_write[x:y]))
-            wmiss[w] += nw
-            rmiss[w] += int(np.count_nonzero(miss)) - nw
+    _count_clean(
+        trace._comp, trace._comp_start, clean, sched.cap_at(w_lo[clean]), np.int64(k + 1),
+        trace.reads_w, trace.writes_w, rmiss, wmiss,
+    )  # fmt: skip
+    _count_dirty(
+        trace.dist, trace.is_write, trace.win_bounds, np.flatnonzero(dirty), sched.starts, sched.caps,
+        span_a, span_k, rmiss, wmiss,
+    )  # fmt: skip
     # cached keys at each window's last request, where it is not inside a refill span
     last = w_hi - 1
     reg = ~in_span(last)

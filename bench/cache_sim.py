@@ -1,0 +1,144 @@
+"""Benchmark of the cache simulator on a Zipf trace.
+
+Measures the stack-distance pass (requests/s; numba compile time reported apart), the time
+of one candidate policy evaluation once the trace is prepared, and libcachesim's LRU (its C
+path, reading an oracleGeneral file) on the same trace for one capacity. Medians of
+``--repeat`` runs. The LAST line printed is JSON.
+
+    nice .venv/bin/python bench/cache_sim.py --requests 10000000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from regimetune.models import CachePolicy
+from regimetune.tuner.cache import CacheTrace, CapacitySchedule, RegimePolicy, simulate
+from regimetune.tuner.cache.stack import _distances, dense_ids, stack_distances
+
+
+def zipf_trace(n: int, *, alpha: float, n_keys: int, duration_s: float, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    keys = (rng.zipf(alpha, n) % n_keys).astype(np.uint64) + 1
+    ts = np.linspace(0.0, duration_s, n)
+    return ts, keys
+
+
+def timed(fn, repeat: int) -> tuple[float, list[float]]:
+    runs = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t)
+    return statistics.median(runs), runs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=10_000_000)
+    ap.add_argument("--keys", type=int, default=2_000_000)
+    ap.add_argument("--alpha", type=float, default=1.1)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--capacity", type=int, default=100_000)
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    stack_distances(np.array([1, 2, 1], dtype=np.uint64))
+    compile_s = time.perf_counter() - t
+
+    ts, keys = zipf_trace(args.requests, alpha=args.alpha, n_keys=args.keys, duration_s=9000.0)
+
+    def stack_pass() -> None:
+        ids, n = dense_ids(keys)
+        _distances(ids, n)
+
+    stack_s, stack_runs = timed(stack_pass, args.repeat)
+    t = time.perf_counter()
+    trace = CacheTrace.from_arrays(ts=ts, keys=keys, window_s=1.0)
+    prepare_s = time.perf_counter() - t
+    print(f"stack pass: {args.requests / stack_s / 1e6:.2f} M req/s (median of {stack_runs})")
+    print(f"prepare (stack pass + windows + sort): {prepare_s:.2f} s; compile {compile_s:.2f} s")
+
+    # candidate policies, as a tuner would ask for them
+    labels = np.arange(trace.n_windows) // 600 % 4
+    regime = RegimePolicy(
+        policies={
+            0: CachePolicy(mode="lru", limit_keys=200_000),
+            1: CachePolicy(mode="lru", limit_keys=20_000),
+            2: CachePolicy(mode="lru", limit_keys=50_000),
+        },
+        window_starts_s=trace.window_starts_s,
+        labels=labels,
+        default=CachePolicy(mode="lru", limit_keys=5_000),
+    )
+    candidates = {
+        "lru": CachePolicy(mode="lru", limit_keys=args.capacity),
+        "two_phase": CachePolicy(mode="two_phase", high_watermark_keys=300_000, limit_keys=10_000),
+        "regime_keyed_regrowth": regime,
+    }
+    evals = {}
+    for name, pol in candidates.items():
+        simulate(trace, pol)
+        evals[name], _ = timed(lambda pol=pol: simulate(trace, pol), max(5, args.repeat))
+        print(f"evaluate {name}: {evals[name] * 1e3:.2f} ms")
+    sched = regime.schedule(ts=trace.ts, first_ref=trace.first_ref)
+    assert isinstance(sched, CapacitySchedule) and sched.grows
+
+    lcs_s = None
+    lcs_agree = None
+    try:
+        import libcachesim as lcs
+    except ImportError:
+        print("libcachesim not importable: no anchor")
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "zipf.oracleGeneral.bin"
+            rec = np.zeros(
+                len(keys), dtype=np.dtype([("t", "<u4"), ("id", "<u8"), ("sz", "<u4"), ("nx", "<i8")])
+            )
+            rec["t"], rec["id"], rec["sz"], rec["nx"] = ts.astype(np.uint32), keys, 1, -1
+            rec.tofile(path)
+            del rec
+            out: dict[str, float] = {}
+
+            def run_lcs() -> None:
+                reader = lcs.TraceReader(
+                    str(path), lcs.TraceType.ORACLE_GENERAL_TRACE, lcs.ReaderInitParam(ignore_obj_size=True)
+                )
+                out["ratio"], _ = lcs.LRU(args.capacity).process_trace(reader)
+
+            lcs_s, lcs_runs = timed(run_lcs, args.repeat)
+            ours = simulate(trace, candidates["lru"]).misses
+            lcs_agree = ours == round(out["ratio"] * len(keys))
+            print(
+                f"libcachesim LRU({args.capacity}): {lcs_s:.2f} s (runs {lcs_runs}); same misses: {lcs_agree}"
+            )
+
+    worst_eval = max(evals.values())
+    result = {
+        "bench": "cache_sim",
+        "requests": args.requests,
+        "distinct_keys": trace.n_keys,
+        "windows": trace.n_windows,
+        "numba_compile_s": round(compile_s, 3),
+        "stack_pass_s": round(stack_s, 3),
+        "stack_pass_req_per_s": round(args.requests / stack_s),
+        "prepare_s": round(prepare_s, 3),
+        "eval_ms": {k: round(v * 1e3, 3) for k, v in evals.items()},
+        "libcachesim_lru_s": None if lcs_s is None else round(lcs_s, 3),
+        "libcachesim_same_misses": lcs_agree,
+        "speedup_vs_libcachesim_worst_eval": None if lcs_s is None else round(lcs_s / worst_eval, 1),
+        "targets": {"stack_pass_req_per_s": 5_000_000, "speedup_vs_libcachesim": 20},
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
