@@ -87,9 +87,9 @@ class KeySet:
         self._add(keys, new)
         return new
 
-    def _add(self, keys: np.ndarray, new: np.ndarray) -> int:
-        keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        need = self._n + len(keys)
+    def reserve(self, extra: int) -> None:
+        """Grow so that ``extra`` more keys keep the load factor at most 1/2."""
+        need = self._n + extra
         if need * 2 > len(self._table):
             cap = len(self._table)
             while need * 2 > cap:
@@ -98,6 +98,10 @@ class KeySet:
             self._table = np.zeros(cap, dtype=np.uint64)
             self._used = np.zeros(cap, dtype=np.bool_)
             _insert(self._table, self._used, old, _NONE)
+
+    def _add(self, keys: np.ndarray, new: np.ndarray) -> int:
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        self.reserve(len(keys))
         added = int(_insert(self._table, self._used, keys, new))
         self._n += added
         return added
@@ -110,4 +114,114 @@ class KeySet:
         return self._table.nbytes + self._used.nbytes
 
 
-__all__ = ["KeySet", "bucket_of", "mix64"]
+@numba.njit(cache=True, nogil=True)
+def _window_kernel(
+    keys: np.ndarray,
+    weights: np.ndarray,
+    starts: np.ndarray,
+    top_k: int,
+    gtable: np.ndarray,
+    gused: np.ndarray,
+    use_global: bool,
+    first: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    nw = len(starts) - 1
+    active = np.zeros(nw, dtype=np.int64)
+    new = np.zeros(nw, dtype=np.int64)
+    ent = np.zeros(nw, dtype=np.float64)
+    top = np.zeros(nw, dtype=np.float64)
+    maxlen = 1
+    for w in range(nw):
+        maxlen = max(maxlen, starts[w + 1] - starts[w])
+    cap = 16
+    while cap < 2 * maxlen:
+        cap *= 2
+    ltab = np.zeros(cap, dtype=np.uint64)
+    lcnt = np.zeros(cap, dtype=np.int64)
+    lused = np.zeros(cap, dtype=np.bool_)
+    slots = np.empty(maxlen, dtype=np.int64)
+    lmask = np.uint64(cap - 1)
+    gmask = np.uint64(len(gtable) - 1)
+    for w in range(nw):
+        ns = 0
+        for i in range(starts[w], starts[w + 1]):
+            k = keys[i]
+            h = _mix(k) & lmask
+            while True:
+                if not lused[h]:
+                    lused[h] = True
+                    ltab[h] = k
+                    lcnt[h] = weights[i]
+                    slots[ns] = h
+                    ns += 1
+                    first[i] = True
+                    break
+                if ltab[h] == k:
+                    lcnt[h] += weights[i]
+                    break
+                h = (h + np.uint64(1)) & lmask
+        c = np.empty(ns, dtype=np.float64)
+        tot = 0.0
+        for j in range(ns):
+            c[j] = lcnt[slots[j]]
+            tot += c[j]
+        if tot > 0:
+            s = 0.0
+            for j in range(ns):
+                if c[j] > 0:
+                    s += c[j] * np.log2(c[j])
+            ent[w] = max(np.log2(tot) - s / tot, 0.0)
+            if ns <= top_k:
+                top[w] = 1.0
+            else:
+                cs = np.sort(c)
+                top[w] = cs[ns - top_k :].sum() / tot
+        active[w] = ns
+        if use_global:
+            added = 0
+            for j in range(ns):
+                k = ltab[slots[j]]
+                h = _mix(k) & gmask
+                while True:
+                    if not gused[h]:
+                        gused[h] = True
+                        gtable[h] = k
+                        added += 1
+                        break
+                    if gtable[h] == k:
+                        break
+                    h = (h + np.uint64(1)) & gmask
+            new[w] = added
+        for j in range(ns):
+            lused[slots[j]] = False
+    return active, new, ent, top
+
+
+def window_stats(
+    keys: np.ndarray, weights: np.ndarray, starts: np.ndarray, top_k: int, seen: KeySet | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per window ``[starts[w], starts[w+1])`` of ``keys`` (each with a positive ``weight``):
+    distinct keys, keys new to ``seen`` (added to it), entropy (bits), top-k share, and a mask of
+    each key's first event in its window."""
+    first = np.zeros(len(keys), dtype=np.bool_)
+    if seen is not None:
+        seen.reserve(len(keys))
+        gt, gu = seen._table, seen._used
+    else:
+        gt, gu = np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.bool_)
+    active, new, ent, top = _window_kernel(
+        np.ascontiguousarray(keys, dtype=np.uint64),
+        np.ascontiguousarray(weights, dtype=np.int64),
+        np.ascontiguousarray(starts, dtype=np.int64),
+        int(top_k),
+        gt,
+        gu,
+        seen is not None,
+        first,
+    )
+    if seen is not None:
+        seen._n += int(new.sum())
+    return active, new, ent, top, first
+
+
+__all__ = ["KeySet", "bucket_of", "mix64", "window_stats"]

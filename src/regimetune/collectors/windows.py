@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from regimetune.collectors._hashing import KeySet, bucket_of
+from regimetune.collectors._hashing import KeySet, bucket_of, window_stats
 from regimetune.models.errors import ConfigError, InputError
 from regimetune.models.events import NO_LABEL, EventBatch, Op
 from regimetune.models.windows import WindowFrame, WindowStats
@@ -33,58 +33,45 @@ HLL_LG_K = 14
 
 
 class _Open:
-    """Accumulators of the open window."""
+    """What has arrived for the open window: keys with weights, op counts, labels, buckets."""
 
     def __init__(self, n_buckets: int) -> None:
         self.reads = 0
         self.writes = 0
-        self.raw: list[np.ndarray] = []
-        self.raw_n = 0
-        self.ukeys = np.empty(0, dtype=np.uint64)
-        self.ucounts = np.empty(0, dtype=np.int64)
+        self.keys: list[np.ndarray] = []
+        self.weights: list[np.ndarray | None] = []
+        self.n = 0
         self.labels: dict[int, int] = {}
         self.load = np.zeros(n_buckets)
         self.bytes = np.zeros(n_buckets)
 
-    def add_keys(self, keys: np.ndarray, counts: np.ndarray | None = None) -> None:
-        if counts is None:
-            self.raw.append(keys)
-            self.raw_n += len(keys)
-            if self.raw_n >= _COMPACT_AT:
-                self.compact()
-        else:
-            self._fold(keys, counts)
+    @property
+    def empty(self) -> bool:
+        return self.reads + self.writes == 0 and self.n == 0
 
-    def _fold(self, keys: np.ndarray, counts: np.ndarray) -> None:
-        k = np.concatenate([self.ukeys, keys])
-        c = np.concatenate([self.ucounts, counts])
-        self.ukeys, inv = np.unique(k, return_inverse=True)
-        self.ucounts = np.bincount(inv, weights=c, minlength=len(self.ukeys)).astype(np.int64)
+    def add(self, keys: np.ndarray, weights: np.ndarray | None = None) -> None:
+        if not len(keys):
+            return
+        self.keys.append(keys)
+        self.weights.append(weights)
+        self.n += len(keys)
+        if self.n >= _COMPACT_AT and len(self.keys) > 1:
+            k, w = self.arrays()
+            uk, inv = np.unique(k, return_inverse=True)
+            self.keys = [uk]
+            self.weights = [np.bincount(inv, weights=w, minlength=len(uk)).astype(np.int64)]
+            self.n = len(uk)
 
-    def compact(self) -> None:
-        if self.raw:
-            keys, counts = np.unique(np.concatenate(self.raw), return_counts=True)
-            self.raw, self.raw_n = [], 0
-            if len(self.ukeys):
-                self._fold(keys, counts.astype(np.int64))
-            else:
-                self.ukeys, self.ucounts = keys, counts.astype(np.int64)
-
-    def counts(self) -> tuple[np.ndarray, np.ndarray]:
-        self.compact()
-        keep = self.ucounts > 0
-        return self.ukeys[keep], self.ucounts[keep]
-
-
-def _entropy_topk(counts: np.ndarray, top_k: int) -> tuple[float, float]:
-    total = counts.sum()
-    if total <= 0:
-        return 0.0, 0.0
-    p = counts / total
-    ent = float(-(p * np.log2(p)).sum())
-    k = min(top_k, len(counts))
-    top = np.partition(counts, len(counts) - k)[len(counts) - k :].sum() if k else 0
-    return max(ent, 0.0), float(top / total)
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.keys:
+            return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+        k = np.concatenate(self.keys) if len(self.keys) > 1 else self.keys[0]
+        ws = [
+            np.ones(len(kk), dtype=np.int64) if w is None else w
+            for kk, w in zip(self.keys, self.weights, strict=True)
+        ]
+        w = np.concatenate(ws) if len(ws) > 1 else ws[0]
+        return k, w
 
 
 class WindowAggregator:
@@ -121,19 +108,14 @@ class WindowAggregator:
 
     # -- state ----------------------------------------------------------------------------------
     def _start(self, t0: float) -> None:
-        if not (
-            isinstance(self.window_s, int | float) and math.isfinite(self.window_s) and self.window_s > 0
-        ):
-            raise ConfigError(f"window_s must be a positive number, got {self.window_s!r}")
-        if self.top_k < 1:
-            raise ConfigError(f"top_k must be >= 1, got {self.top_k}")
-        if self.exact_key_limit < 0:
-            raise ConfigError(f"exact_key_limit must be >= 0, got {self.exact_key_limit}")
-        if self.n_buckets < 0:
-            raise ConfigError(f"n_buckets must be >= 0, got {self.n_buckets}")
-        self.origin_ = (
-            float(self.origin) if self.origin is not None else math.floor(t0 / self.window_s) * self.window_s
-        )
+        ws = self.window_s
+        if isinstance(ws, bool) or not isinstance(ws, int | float) or not math.isfinite(ws) or ws <= 0:
+            raise ConfigError(f"window_s must be a positive number, got {ws!r}")
+        for name, lo in (("top_k", 1), ("exact_key_limit", 0), ("n_buckets", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ConfigError(f"{name} must be an integer >= {lo}, got {v!r}")
+        self.origin_ = float(self.origin) if self.origin is not None else math.floor(t0 / ws) * ws
         self._cur = 0
         self._open = _Open(self.n_buckets)
         self._seen: KeySet | None = KeySet()
@@ -142,7 +124,7 @@ class WindowAggregator:
 
     @property
     def keyspace_size(self) -> int:
-        """Distinct keys seen so far (closed windows); an estimate once sketched."""
+        """Distinct keys in the closed windows; an estimate once sketched."""
         if not self._started:
             return 0
         if self._seen is not None:
@@ -151,6 +133,7 @@ class WindowAggregator:
 
     @property
     def exact(self) -> bool:
+        """Whether ``keyspace_size`` is still exact."""
         return not self._started or self._seen is not None
 
     def _index(self, ts: np.ndarray) -> np.ndarray:
@@ -168,13 +151,10 @@ class WindowAggregator:
         if not self._started:
             self._start(float(batch.ts[0]))
         widx = np.maximum.accumulate(np.maximum(self._index(batch.ts), self._cur))
-        out: list[WindowStats] = []
-        bounds = np.flatnonzero(np.diff(widx)) + 1
-        starts = np.concatenate([[0], bounds])
-        stops = np.concatenate([bounds, [len(widx)]])
-        for s, e in zip(starts.tolist(), stops.tolist(), strict=True):
-            out.extend(self._advance(int(widx[s])))
-            self._add_events(batch, s, e)
+        last = int(widx[-1])
+        split = int(np.searchsorted(widx, last, side="left"))
+        out = self._close_through(last, batch.slice(0, split), widx[:split]) if last > self._cur else []
+        self._add_open(batch.slice(split, len(batch)))
         return out
 
     def push_counts(
@@ -212,13 +192,19 @@ class WindowAggregator:
                 f"window starting at {window_start} is already closed (open window starts at "
                 f"{self.origin_ + self._cur * self.window_s})"
             )
-        out = self._advance(idx)
+        out = (
+            self._close_through(idx, EventBatch.empty(), np.empty(0, dtype=np.int64))
+            if idx > self._cur
+            else []
+        )
         o = self._open
+        tot = r + w
+        nz = tot > 0
         o.reads += int(r.sum())
         o.writes += int(w.sum())
-        tot = r + w
-        o.add_keys(k, tot)
-        o.labels[NO_LABEL] = o.labels.get(NO_LABEL, 0) + int(tot.sum())
+        o.add(k[nz], tot[nz])
+        if tot.sum():
+            o.labels[NO_LABEL] = o.labels.get(NO_LABEL, 0) + int(tot.sum())
         if self.n_buckets:
             for name, given, acc in (
                 ("bucket_load", bucket_load, o.load),
@@ -234,60 +220,131 @@ class WindowAggregator:
         return out
 
     def flush(self) -> list[WindowStats]:
-        """Close the open window (if any event or count arrived); later input starts after it."""
-        if not self._started:
+        """Close the open window if anything arrived for it; later input starts after it."""
+        if not self._started or self._open.empty:
             return []
-        o = self._open
-        if o.reads + o.writes == 0 and not o.raw and not len(o.ukeys):
-            return []
-        w = self._close()
-        self._cur += 1
-        self._open = _Open(self.n_buckets)
-        return [w]
+        return self._close_through(self._cur + 1, EventBatch.empty(), np.empty(0, dtype=np.int64))
 
     # -- internals ------------------------------------------------------------------------------
-    def _advance(self, idx: int) -> list[WindowStats]:
-        out: list[WindowStats] = []
-        if idx > self._cur:
-            out.append(self._close())
-            for j in range(self._cur + 1, idx):
-                out.append(self._empty(j))
-            self._cur = idx
-            self._open = _Open(self.n_buckets)
-        return out
-
-    def _add_events(self, b: EventBatch, s: int, e: int) -> None:
+    def _add_open(self, b: EventBatch) -> None:
+        if not len(b):
+            return
         o = self._open
-        op = b.op[s:e]
-        nw = int(np.count_nonzero(op == Op.WRITE))
+        nw = int(np.count_nonzero(b.op == Op.WRITE))
         o.writes += nw
-        o.reads += (e - s) - nw
-        keys = b.key[s:e]
-        o.add_keys(keys)
-        lab = b.label[s:e]
-        if lab[0] == lab[-1] and (lab == lab[0]).all():
-            o.labels[int(lab[0])] = o.labels.get(int(lab[0]), 0) + (e - s)
+        o.reads += len(b) - nw
+        o.add(b.key)
+        lab = b.label
+        if (lab == lab[0]).all():
+            o.labels[int(lab[0])] = o.labels.get(int(lab[0]), 0) + len(b)
         else:
             u, c = np.unique(lab, return_counts=True)
             for lv, cv in zip(u.tolist(), c.tolist(), strict=True):
                 o.labels[lv] = o.labels.get(lv, 0) + cv
         if self.n_buckets:
-            bk = b.bucket[s:e].astype(np.int64)
-            unknown = (bk < 0) | (bk >= self.n_buckets)
-            if unknown.any():
-                bk = np.where(unknown, bucket_of(keys, self.n_buckets), bk)
+            bk = self._buckets(b)
             o.load += np.bincount(bk, minlength=self.n_buckets)
-            o.bytes += np.bincount(bk, weights=b.size[s:e], minlength=self.n_buckets)
+            o.bytes += np.bincount(bk, weights=b.size, minlength=self.n_buckets)
 
-    def _note_keys(self, keys: np.ndarray) -> None:
+    def _buckets(self, b: EventBatch) -> np.ndarray:
+        bk = b.bucket.astype(np.int64)
+        unknown = (bk < 0) | (bk >= self.n_buckets)
+        if unknown.any():
+            bk = np.where(unknown, bucket_of(b.key, self.n_buckets), bk)
+        return bk
+
+    def _close_through(self, last: int, b: EventBatch, widx: np.ndarray) -> list[WindowStats]:
+        """Close windows ``cur .. last-1``: the open window's data plus ``b`` (window ``widx``)."""
+        o = self._open
+        nwin = last - self._cur
+        ok, ow = o.arrays()
+        wloc_b = widx - self._cur
+        keys = np.concatenate([ok, b.key]) if len(ok) else b.key
+        weights = (
+            np.concatenate([ow, np.ones(len(b), dtype=np.int64)]) if len(ok) else np.ones(len(b), np.int64)
+        )
+        per = np.bincount(wloc_b, minlength=nwin)
+        per[0] += len(ok)
+        starts = np.zeros(nwin + 1, dtype=np.int64)
+        np.cumsum(per, out=starts[1:])
+        before = self.keyspace_size
+        active, new, ent, top, first = window_stats(keys, weights, starts, self.top_k, self._seen)
         if self._seen is not None:
-            self._seen.add(keys)
-            if len(self._seen) > self.exact_key_limit:
-                self._to_sketch()
+            ks = before + np.cumsum(new)
+            exact = np.ones(nwin, dtype=bool)
         else:
+            ks = np.empty(nwin, dtype=np.int64)
             upd = self._hll.update
-            for k in keys.tolist():
-                upd(k)
+            for w in range(nwin):
+                for k in keys[starts[w] : starts[w + 1]][first[starts[w] : starts[w + 1]]].tolist():
+                    upd(k)
+                ks[w] = round(self._hll.get_estimate())
+            exact = np.zeros(nwin, dtype=bool)
+        writes = np.bincount(wloc_b, weights=(b.op == Op.WRITE), minlength=nwin).astype(np.int64)
+        reads = np.bincount(wloc_b, minlength=nwin) - writes
+        reads[0] += o.reads
+        writes[0] += o.writes
+        labels = self._labels(b.label, wloc_b, nwin, o.labels)
+        load = np.zeros((nwin, self.n_buckets))
+        size = np.zeros((nwin, self.n_buckets))
+        if self.n_buckets:
+            flat = wloc_b * self.n_buckets + self._buckets(b)
+            load = (
+                np.bincount(flat, minlength=nwin * self.n_buckets).reshape(nwin, self.n_buckets).astype(float)
+            )
+            size = np.bincount(flat, weights=b.size, minlength=nwin * self.n_buckets).reshape(
+                nwin, self.n_buckets
+            )
+            load[0] += o.load
+            size[0] += o.bytes
+        out = [
+            WindowStats(
+                index=self._cur + w,
+                start=self.origin_ + (self._cur + w) * self.window_s,
+                length=float(self.window_s),
+                reads=int(reads[w]),
+                writes=int(writes[w]),
+                active_keys=int(active[w]),
+                keyspace_size=int(ks[w]),
+                topk_share=float(top[w]),
+                entropy=float(ent[w]),
+                label=int(labels[w]),
+                exact=bool(exact[w]),
+                bucket_load=tuple(load[w].tolist()),
+                bucket_bytes=tuple(size[w].tolist()),
+            )
+            for w in range(nwin)
+        ]
+        self._cur = last
+        self._open = _Open(self.n_buckets)
+        if self._seen is not None and len(self._seen) > self.exact_key_limit:
+            self._to_sketch()
+        return out
+
+    @staticmethod
+    def _labels(lab: np.ndarray, wloc: np.ndarray, nwin: int, open_labels: dict[int, int]) -> np.ndarray:
+        """Majority label per window (ties to the smallest label; -1 for an empty window)."""
+        vals = lab.astype(np.int64)
+        extra = np.array(sorted(open_labels), dtype=np.int64)
+        lo = int(min(vals.min(initial=NO_LABEL), extra.min(initial=NO_LABEL)))
+        hi = int(max(vals.max(initial=NO_LABEL), extra.max(initial=NO_LABEL)))
+        span = hi - lo + 1
+        if span * nwin > 1 << 24:  # wide label range: count per window with unique()
+            out = np.full(nwin, NO_LABEL, dtype=np.int64)
+            for w in range(nwin):
+                cnt = dict(open_labels) if w == 0 else {}
+                u, c = np.unique(vals[wloc == w], return_counts=True)
+                for lv, cv in zip(u.tolist(), c.tolist(), strict=True):
+                    cnt[lv] = cnt.get(lv, 0) + cv
+                if cnt:
+                    out[w] = max(cnt.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+            return out
+        counts = np.bincount(wloc * span + (vals - lo), minlength=nwin * span).reshape(nwin, span)
+        for lv, cv in open_labels.items():
+            counts[0, lv - lo] += cv
+        out = counts.argmax(axis=1) + lo
+        out[counts.sum(axis=1) == 0] = NO_LABEL
+        return out
 
     def _to_sketch(self) -> None:
         import datasketches
@@ -298,46 +355,6 @@ class WindowAggregator:
         for k in self._seen.keys().tolist():
             upd(k)
         self._seen = None
-
-    def _close(self) -> WindowStats:
-        o = self._open
-        keys, counts = o.counts()
-        self._note_keys(keys)
-        ent, top = _entropy_topk(counts, self.top_k)
-        label = max(o.labels.items(), key=lambda kv: (kv[1], -kv[0]))[0] if o.labels else NO_LABEL
-        return WindowStats(
-            index=self._cur,
-            start=self.origin_ + self._cur * self.window_s,
-            length=float(self.window_s),
-            reads=o.reads,
-            writes=o.writes,
-            active_keys=len(keys),
-            keyspace_size=self.keyspace_size,
-            topk_share=top,
-            entropy=ent,
-            label=label,
-            exact=self.exact,
-            bucket_load=tuple(o.load.tolist()),
-            bucket_bytes=tuple(o.bytes.tolist()),
-        )
-
-    def _empty(self, j: int) -> WindowStats:
-        zeros = (0.0,) * self.n_buckets
-        return WindowStats(
-            index=j,
-            start=self.origin_ + j * self.window_s,
-            length=float(self.window_s),
-            reads=0,
-            writes=0,
-            active_keys=0,
-            keyspace_size=self.keyspace_size,
-            topk_share=0.0,
-            entropy=0.0,
-            label=NO_LABEL,
-            exact=self.exact,
-            bucket_load=zeros,
-            bucket_bytes=zeros,
-        )
 
 
 def window_frame(
