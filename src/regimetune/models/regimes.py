@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from regimetune.models.errors import InputError
 
 
@@ -71,4 +73,32 @@ class RegimeChange:
         return self.confirmed_window - self.at_window
 
 
-__all__ = ["Regime", "RegimeChange", "RegimeSegment"]
+@dataclass(frozen=True)
+class RegimeHistory:
+    """What a detector saw over a run of windows: ``labels`` (regime id per window,
+    back-dated to when each confirmed change took effect), ``online_labels`` (the regime
+    the detector held at each window, i.e. without hindsight), the maximal ``segments`` of
+    ``labels``, the confirmed ``changes`` and the ``regimes`` known at the end."""
+
+    labels: np.ndarray
+    segments: list[RegimeSegment]
+    changes: list[RegimeChange]
+    regimes: list[Regime] = field(default_factory=list)
+    online_labels: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.labels.setflags(write=False)
+        if self.online_labels is not None:
+            if len(self.online_labels) != len(self.labels):
+                raise InputError("online labels and labels differ in length")
+            self.online_labels.setflags(write=False)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def n_regimes(self) -> int:
+        return len({int(v) for v in self.labels.tolist() if v >= 0})
+
+
+__all__ = ["Regime", "RegimeChange", "RegimeHistory", "RegimeSegment"]

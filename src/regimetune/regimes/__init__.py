@@ -1,1 +1,39 @@
-"""Regime detection: features, online clustering with stable ids, stability, paper mode, metrics."""
+"""Regime detection: features, online clustering with stable ids, stability, paper mode, metrics.
+
+The service calls :meth:`OnlineRegimeDetector.update` per window; offline tools call
+:meth:`OnlineRegimeDetector.detect` on a whole frame, or :func:`paper_kmeans` for the
+paper's batch K-means.
+"""
+
+from regimetune.models.regimes import RegimeHistory
+from regimetune.regimes.detector import FORMAT_VERSION, OnlineRegimeDetector, segments_of
+from regimetune.regimes.features import FEATURES, UNITS, FeatureExtractor
+from regimetune.regimes.metrics import (
+    DetectionScore,
+    ari,
+    change_points,
+    detection_delays,
+    false_changes_per_hour,
+    precision_recall_f1,
+    score,
+)
+from regimetune.regimes.paper import PaperResult, paper_kmeans
+
+__all__ = [
+    "FEATURES",
+    "FORMAT_VERSION",
+    "UNITS",
+    "DetectionScore",
+    "FeatureExtractor",
+    "OnlineRegimeDetector",
+    "PaperResult",
+    "RegimeHistory",
+    "ari",
+    "change_points",
+    "detection_delays",
+    "false_changes_per_hour",
+    "paper_kmeans",
+    "precision_recall_f1",
+    "score",
+    "segments_of",
+]

@@ -1,0 +1,200 @@
+"""Features of a window, on fixed scales that never drift with trace length.
+
+Every feature is a fixed transform of the window's statistics (logarithms of rates and
+counts, shares, entropy in bits) divided by a fixed unit, so one unit is roughly "a factor
+e in a rate". No running statistic enters the scale: a detector sees the same coordinates
+for the same workload whether the trace lasts a minute or a day. The only history a
+feature needs is the keyspace size ``lag`` windows back (for the growth rate), which
+:class:`FeatureExtractor` keeps in a small ring so the online and the batch path agree
+to the last bit.
+
+>>> from regimetune.models import WindowStats
+>>> fx = FeatureExtractor(lag=2)
+>>> w = WindowStats(index=0, start=0.0, length=1.0, reads=99, writes=0, active_keys=9,
+...                 keyspace_size=9, topk_share=0.5, entropy=3.0)
+>>> x = fx.transform_one(w)
+>>> round(x["log_reads"], 3), round(x["log_active"], 3)
+(4.605, 2.303)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from regimetune.models import InputError, WindowFrame, WindowStats
+
+#: Feature names, in column order.
+FEATURES: tuple[str, ...] = (
+    "log_reads",  # log1p(reads/s)
+    "log_writes",  # log1p(writes/s)
+    "log_growth",  # log1p(new keys per second, over the last ``lag`` windows)
+    "log_active",  # log1p(distinct keys in the window)
+    "topk_share",  # share of the window's requests on its k hottest keys
+    "entropy",  # Shannon entropy of key popularity, bits
+    "log_rw",  # log((reads + 1) / (writes + 1))
+)
+
+#: Fixed unit of each feature: a distance of 1 is about a factor e in a rate, a quarter
+#: of the requests moving in or out of the top-k, or two bits of entropy.
+UNITS: dict[str, float] = {
+    "log_reads": 1.0,
+    "log_writes": 1.0,
+    "log_growth": 2.0,
+    "log_active": 1.0,
+    "topk_share": 0.25,
+    "entropy": 2.0,
+    "log_rw": 1.0,
+}
+
+
+def _check_names(names: Sequence[str]) -> tuple[str, ...]:
+    names = tuple(names)
+    if not names:
+        raise InputError("at least one feature is needed")
+    unknown = [n for n in names if n not in FEATURES]
+    if unknown:
+        raise InputError(f"unknown features {unknown}; known: {list(FEATURES)}")
+    if len(set(names)) != len(names):
+        raise InputError("features are listed twice")
+    return names
+
+
+def _columns(
+    reads: np.ndarray,
+    writes: np.ndarray,
+    length: np.ndarray,
+    active: np.ndarray,
+    growth_per_s: np.ndarray,
+    topk: np.ndarray,
+    entropy: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The raw transforms, elementwise (shared by the online and batch paths)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {
+            "log_reads": np.log1p(reads / length),
+            "log_writes": np.log1p(writes / length),
+            "log_growth": np.log1p(np.maximum(growth_per_s, 0.0)),
+            "log_active": np.log1p(active),
+            "topk_share": topk,
+            "entropy": entropy,
+            "log_rw": np.log((reads + 1.0) / (writes + 1.0)),
+        }
+
+
+class FeatureExtractor:
+    """Turns windows into feature vectors, online or in bulk, with identical results.
+
+    ``lag`` is how many windows back the keyspace growth rate looks; ``features`` picks and
+    orders the columns (default :data:`FEATURES`). :meth:`transform` and
+    :meth:`transform_one` advance the same state, so a frame cut in pieces gives the same
+    features as the whole frame.
+    """
+
+    def __init__(self, *, lag: int = 5, features: Sequence[str] = FEATURES) -> None:
+        self.lag = lag
+        self.features = features
+
+    # -- learnt state -----------------------------------------------------------------
+    def _ensure(self) -> None:
+        if not hasattr(self, "_ring"):
+            if not isinstance(self.lag, int) or self.lag < 1:
+                raise InputError(f"lag must be a positive integer, got {self.lag!r}")
+            self._names = _check_names(self.features)
+            self._units = np.array([UNITS[n] for n in self._names])
+            # keyspace sizes of the last ``lag`` windows. The very first window has no
+            # earlier size, so its growth reads 0: detectors skip it (a warm-up window).
+            self._ring: list[float] = []
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        self._ensure()
+        return self._names
+
+    def _growth(self, keyspace: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """New keys per second against ``lag`` windows back (fewer at the very start)."""
+        hist = np.concatenate([np.asarray(self._ring, dtype=np.float64), keyspace])
+        n_prev = len(self._ring)
+        pos = np.arange(n_prev, len(hist))
+        back = np.maximum(pos - self.lag, 0)
+        steps = pos - back
+        delta = hist[pos] - hist[back]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = np.where(steps > 0, delta / (np.maximum(steps, 1) * length), 0.0)
+        self._ring = hist[-self.lag :].tolist()
+        return g
+
+    def _matrix(self, cols: dict[str, np.ndarray]) -> np.ndarray:
+        x = np.column_stack([cols[n] for n in self._names]) / self._units
+        if not np.all(np.isfinite(x)):
+            bad = sorted({self._names[j] for j in np.nonzero(~np.isfinite(x))[1]})
+            raise InputError(f"window statistics give non-finite features {bad}")
+        return x
+
+    # -- public ----------------------------------------------------------------------
+    def transform(self, frame: WindowFrame) -> np.ndarray:
+        """Feature matrix ``(len(frame), n_features)`` in feature units."""
+        self._ensure()
+        length = frame["length"].astype(np.float64)
+        cols = _columns(
+            frame["reads"].astype(np.float64),
+            frame["writes"].astype(np.float64),
+            length,
+            frame["active_keys"].astype(np.float64),
+            self._growth(frame["keyspace_size"].astype(np.float64), length),
+            frame["topk_share"].astype(np.float64),
+            frame["entropy"].astype(np.float64),
+        )
+        return self._matrix(cols)
+
+    def transform_row(self, window: WindowStats) -> np.ndarray:
+        """One window's feature vector (advances the state)."""
+        self._ensure()
+        one = np.ones(1)
+        length = one * window.length
+        cols = _columns(
+            one * window.reads,
+            one * window.writes,
+            length,
+            one * window.active_keys,
+            self._growth(one * window.keyspace_size, length),
+            one * window.topk_share,
+            one * window.entropy,
+        )
+        return self._matrix(cols)[0]
+
+    def transform_one(self, window: WindowStats) -> dict[str, float]:
+        """One window's features as a river-style dict (advances the state)."""
+        return dict(zip(self.names, self.transform_row(window).tolist(), strict=True))
+
+    def vector(self, x: Mapping[str, float]) -> np.ndarray:
+        """A feature dict as a vector in this extractor's column order."""
+        self._ensure()
+        try:
+            v = np.array([float(x[n]) for n in self._names])
+        except KeyError as exc:
+            raise InputError(f"feature {exc.args[0]!r} is missing") from exc
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"features must be numbers: {exc}") from exc
+        if not np.all(np.isfinite(v)):
+            raise InputError("features must be finite (got NaN or infinity)")
+        return v
+
+    def to_state(self) -> dict[str, Any]:
+        self._ensure()
+        return {"lag": self.lag, "features": list(self._names), "ring": list(self._ring)}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> FeatureExtractor:
+        try:
+            fx = cls(lag=int(state["lag"]), features=tuple(state["features"]))
+            fx._ensure()
+            fx._ring = [float(v) for v in state["ring"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"bad feature extractor state: {exc}") from exc
+        return fx
+
+
+__all__ = ["FEATURES", "UNITS", "FeatureExtractor"]

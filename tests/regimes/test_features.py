@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regimetune.models import InputError, WindowStats
+from regimetune.regimes.features import FEATURES, UNITS, FeatureExtractor
+from regimetune.regimes.synthetic import parsplice_like_frame
+
+
+def test_online_and_batch_paths_agree_bit_for_bit() -> None:
+    frame = parsplice_like_frame(300, seed=4)
+    batch = FeatureExtractor(lag=4).transform(frame)
+    online_fx = FeatureExtractor(lag=4)
+    online = np.array([online_fx.transform_row(w) for w in frame.records()])
+    np.testing.assert_array_equal(batch, online)
+    chunked_fx = FeatureExtractor(lag=4)
+    chunked = np.vstack([chunked_fx.transform(frame.slice(a, a + 37)) for a in range(0, 300, 37)])
+    np.testing.assert_array_equal(batch, chunked)
+
+
+def test_growth_is_new_keys_per_second_over_the_lag() -> None:
+    fx = FeatureExtractor(lag=2, features=("log_growth",))
+    sizes = [10, 20, 40, 40]
+    out = [
+        fx.transform_one(
+            WindowStats(
+                index=i,
+                start=2.0 * i,
+                length=2.0,
+                reads=1,
+                writes=0,
+                active_keys=1,
+                keyspace_size=s,
+                topk_share=1.0,
+                entropy=0.0,
+            )
+        )["log_growth"]
+        for i, s in enumerate(sizes)
+    ]
+    # first window: no earlier size; then (20-10)/2, (40-10)/4, (40-20)/4 keys per second
+    np.testing.assert_allclose(out, np.log1p([0.0, 5.0, 7.5, 5.0]) / UNITS["log_growth"])
+
+
+def test_features_do_not_depend_on_trace_length() -> None:
+    short = parsplice_like_frame(200, seed=2)
+    long = parsplice_like_frame(4000, seed=2)
+    # the same statistics give the same coordinates: no scale learnt from the trace
+    a = FeatureExtractor().transform(short.slice(0, 20))
+    b = FeatureExtractor().transform(long.slice(0, 20))
+    assert np.abs(a.mean(0) - b.mean(0)).max() < 0.5
+
+
+def test_unknown_or_duplicate_feature_names_are_refused() -> None:
+    with pytest.raises(InputError, match="unknown features"):
+        _ = FeatureExtractor(features=("log_reads", "bogus")).names
+    with pytest.raises(InputError, match="twice"):
+        _ = FeatureExtractor(features=("log_reads", "log_reads")).names
+
+
+def test_feature_dicts_must_be_complete_and_finite() -> None:
+    fx = FeatureExtractor()
+    good = dict.fromkeys(FEATURES, 1.0)
+    assert fx.vector(good).shape == (len(FEATURES),)
+    with pytest.raises(InputError, match="missing"):
+        fx.vector({"log_reads": 1.0})
+    with pytest.raises(InputError, match="finite"):
+        fx.vector({**good, "entropy": float("nan")})
+    with pytest.raises(InputError, match="numbers"):
+        fx.vector({**good, "entropy": "high"})
+
+
+def test_non_finite_window_statistics_are_refused() -> None:
+    frame = parsplice_like_frame(50, seed=0)
+    cols = {k: v.copy() for k, v in frame.columns.items()}
+    cols["entropy"][10] = np.nan
+    bad = type(frame)(columns=cols, bucket_load=frame.bucket_load, bucket_bytes=frame.bucket_bytes)
+    with pytest.raises(InputError, match="entropy"):
+        FeatureExtractor().transform(bad)
+
+
+def test_state_round_trip_continues_identically() -> None:
+    frame = parsplice_like_frame(100, seed=1)
+    fx = FeatureExtractor(lag=3)
+    fx.transform(frame.slice(0, 50))
+    clone = FeatureExtractor.from_state(fx.to_state())
+    np.testing.assert_array_equal(fx.transform(frame.slice(50, 100)), clone.transform(frame.slice(50, 100)))
