@@ -226,6 +226,8 @@ class OutboxWorker:
     ``sleep`` are injectable so tests run on a fake clock; ``seed`` fixes the jitter.
     Call :meth:`step` from your own loop, :meth:`drain` to deliver everything now, or
     :meth:`start` a background thread and :meth:`notify` it when a version is appended.
+    Run one worker per outbox: two workers on the same store could push a version twice
+    (harmless at the backend, which answers a duplicate, but noisy in the log).
     """
 
     def __init__(
