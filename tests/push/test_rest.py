@@ -118,3 +118,14 @@ def test_unreachable_port_is_transient() -> None:
         pytest.raises(TransientPushError),
     ):
         rb.push(pv(1))
+
+
+def test_build_backend_by_name() -> None:
+    from regimetune.push import ReferenceBackend, build_backend
+
+    ref = build_backend("reference", "http://127.0.0.1:8081/", token="t")
+    assert isinstance(ref, ReferenceBackend) and ref.url == "http://127.0.0.1:8081/v1/policy"
+    with pytest.raises(ConfigError, match="unknown backend adapter 'grpc'"):
+        build_backend("grpc", "x")
+    with pytest.raises(ConfigError, match="'rest'"):
+        build_backend("rest", "http://x", colour="blue")

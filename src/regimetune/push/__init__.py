@@ -27,9 +27,11 @@ from regimetune.push.outbox import (
     RetryPolicy,
 )
 from regimetune.push.recording import RecordingBackend
+from regimetune.push.registry import ADAPTERS, build_backend
 from regimetune.push.rest import ReferenceBackend, RestBackend
 
 __all__ = [
+    "ADAPTERS",
     "Backend",
     "BaseBackend",
     "DeliveryEvent",
@@ -48,4 +50,5 @@ __all__ = [
     "RestBackend",
     "RetryPolicy",
     "TransientPushError",
+    "build_backend",
 ]
