@@ -109,7 +109,7 @@ def fail_cleanly() -> Iterator[None]:
     try:
         yield
     except RegimetuneError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
 

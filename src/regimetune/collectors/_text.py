@@ -55,11 +55,47 @@ def open_bytes(path: Path) -> IO[bytes]:
     if name.endswith(".gz"):
         return gzip.open(path, "rb")
     if name.endswith((".zst", ".zstd")):
+        return _ZstdReader(path)  # type: ignore[return-value]
+    return path.open("rb")
+
+
+class _ZstdReader:
+    """Decompress a (multi-frame) zstd file; unlike zstandard's stream reader it notices a
+    file that ends inside a frame."""
+
+    def __init__(self, path: Path) -> None:
         import zstandard
 
-        raw = path.open("rb")
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
-    return path.open("rb")
+        self._raw = path.open("rb")
+        self._dctx = zstandard.ZstdDecompressor()
+        self._obj = self._dctx.decompressobj()
+        self._buf = bytearray()
+        self._fresh = True  # no byte of the current frame seen yet
+        self._done = False
+
+    def read(self, n: int) -> bytes:
+        while len(self._buf) < n and not self._done:
+            raw = self._raw.read(1 << 20)
+            if not raw:
+                if not self._obj.eof and not self._fresh:
+                    raise EOFError("zstd stream ended inside a frame")
+                self._done = True
+                break
+            while raw:
+                if self._obj.eof:
+                    self._obj = self._dctx.decompressobj()
+                self._fresh = False
+                self._buf += self._obj.decompress(raw)
+                raw = self._obj.unused_data if self._obj.eof else b""
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    def __enter__(self) -> _ZstdReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._raw.close()
 
 
 def _read(f: IO[bytes], n: int, source: str) -> bytes:
@@ -167,10 +203,9 @@ class _TextFormat:
         fields = [f.strip().strip('"') for f in first.rstrip("\r\n").split(self.delim)]
         self.n_cols = len(fields)
         if self.spec.header == "auto":
-            ops = self.spec.read_ops | self.spec.write_ops
-            self.header = bool(self.spec.names()) or any(
-                not _is_number(f) and f.strip().lower() not in ops for f in fields
-            )
+            # data rows have a number in the ts column; a header has a name there
+            ts_at = self.spec.positions().get("ts", 0)
+            self.header = bool(self.spec.names()) or not _is_number(fields[min(ts_at, len(fields) - 1)])
         else:
             self.header = self.spec.header == "yes"
         self.roles = dict(self.spec.resolve(fields if self.header else None, self.n_cols, source=self.source))
@@ -282,7 +317,6 @@ def iter_text(
     source = str(path)
     fmt = _TextFormat(path, spec, source, json_lines=json_lines)
     block_bytes = max(1 << 12, min(chunk_rows * 32, 1 << 26))
-    scale = spec.time_scale
     first = True
     for block, line in _blocks(path, block_bytes, source):
         if first:
@@ -296,13 +330,13 @@ def iter_text(
                 continue
         cols = fmt.parse(block)
         if cols is not None:
-            cols["ts"] = cols["ts"] * scale if scale != 1.0 else cols["ts"]
+            cols["ts"] = spec.to_seconds(cols["ts"])
             if not val.backwards(cols["ts"]).any():
                 val.accept(cols["ts"])
                 yield to_batch(cols)
                 continue
         cols, bad, lines = fmt.slow(block, line)
-        cols["ts"] = cols["ts"] * scale
+        cols["ts"] = spec.to_seconds(cols["ts"])
         # merge line-level problems and time-order problems in line order
         n = len(lines)
         allrows = np.concatenate([lines, np.array([b[0] for b in bad], dtype=np.int64)])

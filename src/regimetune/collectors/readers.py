@@ -162,7 +162,7 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
                 arr = np.asarray(arr)
                 _flag(bad, why, isnull, f"missing {role}")
                 cols[role] = _cast(role, arr, bad, why)
-            cols["ts"] = cols["ts"] * spec.time_scale
+            cols["ts"] = spec.to_seconds(cols["ts"])
             reasons = [f"record {row0 + j + 1}: {why[j]}" for j in np.flatnonzero(bad).tolist()]
             where = np.arange(row0 + 1, row0 + rb.num_rows + 1)
             out = val.screen(cols, bad, reasons, where, kind="line")
@@ -235,7 +235,7 @@ def _iter_oracle(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) -
             a = np.frombuffer(buf, dtype=ORACLE_DTYPE)
             n = len(a)
             cols = {
-                "ts": a["time"].astype(np.float64) * spec.time_scale,
+                "ts": spec.to_seconds(a["time"].astype(np.float64)),
                 "key": a["obj_id"].copy(),
                 "op": np.zeros(n, dtype=np.uint8),
                 "size": a["size"].copy(),

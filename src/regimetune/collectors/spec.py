@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from regimetune.models.errors import ConfigError
 
 ROLES: tuple[str, ...] = ("ts", "key", "op", "size", "bucket", "label")
@@ -24,6 +26,7 @@ DEFAULT_WRITE_OPS: frozenset[str] = frozenset({"put", "set", "write", "w", "1", 
 block traces such as CloudPhysics)."""
 
 TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_PER_SECOND: dict[str, float] = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 FORMATS: tuple[str, ...] = ("csv", "tsv", "jsonl", "parquet", "oracle")
 
 # Column names recognised in a header when no mapping is given.
@@ -113,6 +116,11 @@ class TraceSpec:
     def time_scale(self) -> float:
         """Seconds per unit of the ts column."""
         return TIME_UNITS[self.time_unit]
+
+    def to_seconds(self, ts: np.ndarray) -> np.ndarray:
+        """Times in this unit as seconds (divides, so 5 us is exactly ``5e-6``)."""
+        per = _PER_SECOND[self.time_unit]
+        return ts if per == 1.0 else ts / per
 
     def positions(self) -> dict[str, int]:
         """Roles given by position (``-`` columns skipped)."""

@@ -131,6 +131,14 @@ class WindowAggregator:
             return len(self._seen)
         return round(self._hll.get_estimate())
 
+    def keyspace_bounds(self, num_std_dev: int = 2) -> tuple[float, float]:
+        """Bounds on the distinct keys seen, at ``num_std_dev`` (1-3) standard deviations of the
+        sketch (the exact count twice while exact)."""
+        if getattr(self, "_hll", None) is None:
+            n = float(self.keyspace_size)
+            return n, n
+        return self._hll.get_lower_bound(num_std_dev), self._hll.get_upper_bound(num_std_dev)
+
     @property
     def exact(self) -> bool:
         """Whether ``keyspace_size`` is still exact."""
@@ -292,9 +300,8 @@ class WindowAggregator:
             load = (
                 np.bincount(flat, minlength=nwin * self.n_buckets).reshape(nwin, self.n_buckets).astype(float)
             )
-            size = np.bincount(flat, weights=b.size, minlength=nwin * self.n_buckets).reshape(
-                nwin, self.n_buckets
-            )
+            size = np.bincount(flat, weights=b.size, minlength=nwin * self.n_buckets).astype(float)
+            size = size.reshape(nwin, self.n_buckets)
             load[0] += o.load
             size[0] += o.bytes
         out = [
