@@ -180,7 +180,7 @@ def test_from_batches_counts_writes():
 @given(st.lists(st.floats(0, 50), min_size=1, max_size=40), st.floats(1, 30))
 def test_store_stalls_exactly_when_demand_exceeds_capacity(demand, cap):
     d = np.array(demand)
-    stall = StoreModel(capacity_ops_s=cap).stalls(d, np.ones(len(d)))
+    stall = StoreModel(capacity_ops_s=cap, buffer_s=0.0).stalls(d, np.ones(len(d)))
     # with no buffer each window stands alone: stall iff its demand exceeds one second of work
     assert np.array_equal(stall > 0, d > cap)
     np.testing.assert_allclose(stall, np.maximum(d - cap, 0) / cap)
@@ -196,7 +196,7 @@ def test_store_buffer_carries_backlog_across_windows():
 def test_efficiency_drops_when_a_small_cache_overloads_the_store():
     ts, keys, wr = zipf_trace(n=20_000, duration=100.0)
     trace = CacheTrace.from_arrays(ts=ts, keys=keys, is_write=wr)
-    store = StoreModel(capacity_ops_s=80.0)
+    store = StoreModel(capacity_ops_s=80.0, buffer_s=0.0)
     unl = simulate(trace, CachePolicy(), store=store)
     tiny = simulate(trace, CachePolicy(mode="lru", limit_keys=2), store=store)
     assert unl.efficiency <= 1.0 and tiny.efficiency < unl.efficiency
