@@ -1,1 +1,12 @@
-"""The service: FastAPI app, persistence, the online engine, metrics and dashboard."""
+"""The service: REST API, persistent store, online engine, push wiring, metrics, dashboard.
+
+>>> from regimetune.api import load_settings
+>>> load_settings(store={"url": "sqlite://"}).push.backend
+'none'
+"""
+
+from regimetune.api.app import create_app, make_backend
+from regimetune.api.engine import Engine, check_bounds
+from regimetune.api.settings import Settings, load_settings
+
+__all__ = ["Engine", "Settings", "check_bounds", "create_app", "load_settings", "make_backend"]

@@ -64,7 +64,8 @@ class PushOutcome(StrEnum):
 
 
 class Decision(BaseModel):
-    """One entry of the decision log: why a policy version was chosen and what became of it."""
+    """One entry of the decision log: why a policy version was chosen and what became of it.
+    ``policy`` is the policy chosen (also when it was only recommended, without a version)."""
 
     model_config = _FROZEN
     id: int | None = None
@@ -73,6 +74,7 @@ class Decision(BaseModel):
     regime_to: int
     inputs: dict[str, float] = {}
     policy_version: int | None = None
+    policy: Policy | None = None
     score: float | None = None
     outcome: PushOutcome = PushOutcome.NOT_PUSHED
     detail: str = ""

@@ -1,0 +1,198 @@
+"""The application factory: ``create_app(settings)`` wires store, engine, push worker, jobs,
+routes, auth, metrics and the error handler. Nothing happens at import time."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import Executor
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from regimetune import __version__
+from regimetune.api.engine import Engine
+from regimetune.api.errors import BodyLimit, install_error_handlers
+from regimetune.api.jobs import JobManager
+from regimetune.api.metrics import Metrics
+from regimetune.api.outbox import SqlOutboxStore
+from regimetune.api.routes import ROUTERS
+from regimetune.api.settings import PushSettings, Settings
+from regimetune.api.store import Store
+from regimetune.models import ConfigError, PushOutcome, TuningRun
+from regimetune.push import Backend, DeliveryEvent, OutboxWorker, ReferenceBackend, RestBackend, RetryPolicy
+
+log = logging.getLogger(__name__)
+
+
+def make_backend(cfg: PushSettings) -> Backend | None:
+    """The push adapter the settings name (None: pull only)."""
+    token = None if cfg.token is None else cfg.token.get_secret_value()
+    if cfg.backend == "none":
+        return None
+    assert cfg.url is not None
+    if cfg.backend == "reference":
+        return ReferenceBackend(cfg.url, token=token, timeout=cfg.timeout_s)
+    return RestBackend(
+        cfg.url,
+        method=cfg.method,
+        payload=cfg.payload,
+        headers=cfg.headers,
+        token=token,
+        timeout=cfg.timeout_s,
+    )
+
+
+class _Timing:
+    """ASGI middleware: request latency by route template (bounded labels)."""
+
+    def __init__(self, app: Any, *, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            self.metrics.request_duration.labels(route=path, method=scope["method"]).observe(
+                time.perf_counter() - t0
+            )
+
+
+def _on_delivery(store: Store, metrics: Metrics) -> Any:
+    def handle(ev: DeliveryEvent) -> None:
+        metrics.pushes.labels(outcome=ev.kind).inc()
+        if ev.kind == "delivered":
+            store.set_outcome(
+                ev.version,
+                PushOutcome.DELIVERED,
+                "delivered" + (" (backend already held it)" if ev.duplicate else ""),
+            )
+        elif ev.kind == "failed":
+            kept = "none" if ev.in_force is None else f"version {ev.in_force}"
+            store.set_outcome(
+                ev.version,
+                PushOutcome.FAILED,
+                f"push failed ({ev.error}); the last known-good policy stays in force: {kept}",
+            )
+        elif ev.kind == "stalled":
+            store.set_outcome(
+                ev.version,
+                PushOutcome.PENDING,
+                f"backend behind: {ev.attempts} failed attempts ({ev.error}); still retrying",
+            )
+
+    return handle
+
+
+def create_app(
+    settings: Settings,
+    *,
+    registry: CollectorRegistry | None = None,
+    backend: Backend | None = None,
+    executor: Executor | None = None,
+    jobs_runner: Any = None,
+) -> FastAPI:
+    """Build the service. ``backend`` overrides the push adapter the settings name (tests
+    inject a recording one); ``executor`` the tuning-job pool; ``registry`` the metrics
+    registry (a fresh one by default)."""
+    if not settings.auth.write_tokens and not settings.auth.allow_anonymous_writes:
+        raise ConfigError(
+            "no write token configured: set REGIMETUNE_AUTH__WRITE_TOKENS='[\"<token>\"]' "
+            "(or auth.allow_anonymous_writes=true on a trusted network)"
+        )
+    metrics = Metrics.create(registry)
+    store = Store.open(settings.store)
+    adapter = backend if backend is not None else make_backend(settings.push)
+    outbox = SqlOutboxStore(store)
+    worker = None
+    if adapter is not None:
+        p = settings.push
+        worker = OutboxWorker(
+            outbox,
+            adapter,
+            retry=RetryPolicy(
+                base=p.backoff_base_s, cap=max(p.backoff_max_s, p.backoff_base_s), max_attempts=p.max_attempts
+            ),
+            on_event=_on_delivery(store, metrics),
+        )
+    engine = Engine(
+        settings=settings,
+        store=store,
+        metrics=metrics,
+        pushing=adapter is not None,
+        on_version=(lambda _v: worker.notify()) if worker is not None else None,
+    )
+    jobs_kw: dict[str, Any] = {} if jobs_runner is None else {"runner": jobs_runner}
+
+    def applied(run: TuningRun, apply: bool) -> None:
+        if not apply:
+            return
+        for rid, policy in run.policies.items():
+            store.put_regime_policy(policy)
+            engine.apply_policy_now(rid, f"tuning job {run.id} tuned the policy of the current regime")
+
+    jobs = JobManager(
+        store=store,
+        settings=settings.tuning,
+        metrics=metrics,
+        executor=executor,
+        on_success=applied,
+        **jobs_kw,
+    )
+    engine.start()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if worker is not None:
+            app.state.worker_thread = worker.start(idle=settings.push.poll_interval_s)
+        try:
+            yield
+        finally:
+            if worker is not None:
+                worker.stop()
+            if adapter is not None and backend is None:
+                adapter.close()
+            jobs.shutdown()
+            store.close()
+
+    app = FastAPI(
+        title="regimetune",
+        version=__version__,
+        description="Online workload-regime detection and per-regime tuning of elastic storage services.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.engine = engine
+    app.state.metrics = metrics
+    app.state.outbox = outbox
+    app.state.worker = worker
+    app.state.worker_thread = None
+    app.state.jobs = jobs
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(
+        BodyLimit,
+        limit=settings.ingest.max_body_bytes,
+        prefixes=("/v1/ingest",),
+        on_reject=lambda: metrics.ingest_rejected.labels(reason="too_large").inc(),
+    )
+    app.add_middleware(
+        BodyLimit, limit=settings.tuning.max_upload_bytes, prefixes=("/v1/tuning-jobs/upload",)
+    )
+    app.add_middleware(_Timing, metrics=metrics)
+    return app
+
+
+__all__ = ["create_app", "make_backend"]

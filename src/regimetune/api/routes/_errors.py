@@ -1,0 +1,28 @@
+"""Error responses documented in the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regimetune.api.schemas import ErrorOut
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {
+        304: "Not modified (the ETag matches).",
+        401: "No bearer token.",
+        403: "The token does not grant this access.",
+        404: "Unknown resource.",
+        409: "Conflicts with stored state.",
+        413: "Request body too large.",
+        415: "Unsupported content type.",
+        422: "Invalid request, or a knob outside its hard bounds.",
+    }
+    return {
+        c: {"model": ErrorOut, "description": text[c]} if c != 304 else {"description": text[c]}
+        for c in codes
+    }
+
+
+WRITE = (401, 403, 422)
+READ = (401, 403)

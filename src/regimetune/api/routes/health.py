@@ -1,0 +1,50 @@
+"""Liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from regimetune.api.deps import MetricsDep, StoreDep
+from regimetune.api.schemas import Health
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
+def healthz() -> Health:
+    return Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=Health,
+    summary="Readiness: the store answers and the engine runs",
+    responses={503: {"model": Health, "description": "Not ready."}},
+)
+def readyz(request: Request, store: StoreDep) -> Health | JSONResponse:
+    checks = {"store": store.ping(), "engine": request.app.state.engine is not None}
+    worker = request.app.state.worker
+    if worker is not None:
+        checks["push_worker"] = worker._thread is not None and worker._thread.is_alive()
+    if all(checks.values()):
+        return Health(status="ok", checks=checks)
+    return JSONResponse(Health(status="unavailable", checks=checks).model_dump(), status_code=503)
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+            "description": "Prometheus text exposition format.",
+        }
+    },
+)
+def metrics(m: MetricsDep, request: Request) -> Response:
+    outbox = request.app.state.outbox
+    m.outbox_pending.set(outbox.count_pending())
+    return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,131 @@
+"""``POST /v1/ingest``: batches from storage daemons, acknowledged once durable."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Query, Request
+
+from regimetune.api.auth import WriteAccess
+from regimetune.api.deps import EngineDep, SettingsDep
+from regimetune.api.routes._errors import WRITE, errors
+from regimetune.api.schemas import IngestAck, IngestIn
+from regimetune.models import InputError
+
+router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[WriteAccess])
+
+COUNTS_MEDIA_TYPE = "application/x-regimetune-counts"
+
+
+def _array(values: list[int] | list[float], dtype: type[np.generic], name: str) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=dtype)
+    except (OverflowError, ValueError) as exc:
+        raise InputError(f"{name}: {exc}") from None
+
+
+def _buckets(body: IngestIn, n_buckets: int) -> dict[str, np.ndarray]:
+    if body.buckets is None:
+        return {}
+    b = body.buckets
+    if not len(b.ids) == len(b.load) == len(b.bytes):
+        raise InputError("buckets.ids, buckets.load and buckets.bytes must have equal lengths")
+    ids = np.asarray(b.ids, dtype=np.int64)
+    if len(ids) and ids.max() >= n_buckets:
+        raise InputError(f"bucket id {int(ids.max())} is not below engine.n_buckets={n_buckets}")
+    if len(np.unique(ids)) != len(ids):
+        raise InputError("buckets.ids must not repeat")
+    load = np.zeros(n_buckets)
+    size = np.zeros(n_buckets)
+    load[ids] = b.load
+    size[ids] = b.bytes
+    return {"bucket_load": load, "bucket_bytes": size}
+
+
+@router.post(
+    "",
+    response_model=IngestAck,
+    summary="Ingest per-key counts or raw events of a window (JSON, columnar arrays)",
+    responses=errors(*WRITE, 413),
+)
+def ingest(body: IngestIn, engine: EngineDep, settings: SettingsDep) -> IngestAck:
+    """Answers once the batch is committed to the store with its sequence number."""
+    if (body.counts is None) == (body.events is None):
+        raise InputError("a batch holds exactly one of 'counts' and 'events'")
+    buckets = _buckets(body, settings.engine.n_buckets)
+    if body.counts is not None:
+        c = body.counts
+        n = len(c.keys)
+        if len(c.reads) != n or (c.writes is not None and len(c.writes) != n):
+            raise InputError("counts.keys, counts.reads and counts.writes must have equal lengths")
+        if n > settings.ingest.max_keys_per_batch:
+            raise InputError(f"{n} keys in one batch; the limit is {settings.ingest.max_keys_per_batch}")
+        cols = {
+            "keys": _array(c.keys, np.uint64, "counts.keys"),
+            "reads": _array(c.reads, np.uint32, "reads"),
+        }
+        cols["writes"] = np.zeros(n, np.uint32) if c.writes is None else _array(c.writes, np.uint32, "writes")
+        kind = "counts"
+    else:
+        assert body.events is not None
+        e = body.events
+        n = len(e.ts)
+        for name, col in (("key", e.key), ("op", e.op), ("size", e.size)):
+            if col is not None and len(col) != n:
+                raise InputError(f"events.{name} must have as many rows as events.ts")
+        if n and min(e.ts) < body.window_start:
+            raise InputError("events must not be older than window_start")
+        cols = {"ts": _array(e.ts, np.float64, "ts"), "key": _array(e.key, np.uint64, "key")}
+        if e.op is not None:
+            cols["op"] = _array(e.op, np.uint8, "op")
+        if e.size is not None:
+            cols["size"] = _array(e.size, np.uint32, "size")
+        if n and (np.diff(cols["ts"]) < 0).any():
+            raise InputError("events must be in time order")
+        kind = "events"
+    res = engine.ingest(kind=kind, window_start=body.window_start, columns=cols | buckets)
+    return IngestAck(seq=res.seq, rows=res.rows, windows_closed=len(res.windows))
+
+
+@router.post(
+    "/counts",
+    response_model=IngestAck,
+    summary="Ingest per-key counts of a window (compact binary)",
+    responses=errors(*WRITE, 413, 415),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {COUNTS_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+            "description": "n keys (uint64 little-endian), then n read counts (uint32), then n "
+            "write counts (uint32): 16 bytes per key.",
+        }
+    },
+)
+async def ingest_counts(
+    request: Request,
+    engine: EngineDep,
+    settings: SettingsDep,
+    window_start: Annotated[float, Query(ge=0, allow_inf_nan=False)],
+) -> IngestAck:
+    """The fast path for large windows: columns as raw little-endian arrays."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip()
+    if ctype != COUNTS_MEDIA_TYPE:
+        from fastapi import HTTPException
+
+        raise HTTPException(415, f"send the body as {COUNTS_MEDIA_TYPE}")
+    blob = await request.body()
+    if len(blob) % 16:
+        raise InputError(f"body of {len(blob)} bytes is not a whole number of 16-byte key records")
+    n = len(blob) // 16
+    if n > settings.ingest.max_keys_per_batch:
+        raise InputError(f"{n} keys in one batch; the limit is {settings.ingest.max_keys_per_batch}")
+    cols = {
+        "keys": np.frombuffer(blob, dtype="<u8", count=n, offset=0),
+        "reads": np.frombuffer(blob, dtype="<u4", count=n, offset=8 * n),
+        "writes": np.frombuffer(blob, dtype="<u4", count=n, offset=12 * n),
+    }
+    from starlette.concurrency import run_in_threadpool
+
+    res = await run_in_threadpool(engine.ingest, kind="counts", window_start=window_start, columns=cols)
+    return IngestAck(seq=res.seq, rows=res.rows, windows_closed=len(res.windows))

@@ -1,0 +1,103 @@
+"""Policies: the one in force (cheap to poll: ETag / If-None-Match), its versions, and the
+tuned or operator-set policy of every regime."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request, Response
+
+from regimetune.api.auth import ReadAccess, WriteAccess
+from regimetune.api.deps import EngineDep, SettingsDep, StoreDep
+from regimetune.api.engine import check_bounds
+from regimetune.api.routes._errors import READ, WRITE, errors
+from regimetune.api.schemas import PolicyIn
+from regimetune.models import NotFoundError, Policy, PolicyVersion
+
+router = APIRouter(prefix="/v1", tags=["policies"])
+RegimeId = Annotated[int, Path(ge=0, le=2**31 - 1, description="A regime id")]
+
+
+def _etag(v: PolicyVersion) -> str:
+    return f'"v{v.version}"'
+
+
+def _matches(header: str | None, etag: str) -> bool:
+    if not header:
+        return False
+    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
+    return "*" in tags or etag in tags
+
+
+@router.get(
+    "/policy",
+    response_model=PolicyVersion,
+    summary="The policy in force (poll with If-None-Match)",
+    dependencies=[ReadAccess],
+    responses=errors(304, *READ, 404),
+)
+def policy_in_force(request: Request, response: Response, store: StoreDep) -> PolicyVersion | Response:
+    """The newest version not given up on by the push worker; a failed push leaves the last
+    known-good version in force."""
+    v = store.in_force_version()
+    if v is None:
+        raise NotFoundError("no policy version yet: no regime change has been decided")
+    etag = _etag(v)
+    if _matches(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers={"ETag": etag})
+    response.headers["ETag"] = etag
+    return v
+
+
+@router.get(
+    "/policy/versions",
+    response_model=list[PolicyVersion],
+    summary="Policy versions, newest first",
+    dependencies=[ReadAccess],
+    responses=errors(*READ, 422),
+)
+def versions(store: StoreDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[PolicyVersion]:
+    return store.versions(limit=limit)
+
+
+@router.get(
+    "/policies",
+    response_model=dict[int, Policy],
+    summary="The newest tuned or operator-set policy of every regime",
+    dependencies=[ReadAccess],
+    responses=errors(*READ),
+)
+def regime_policies(store: StoreDep) -> dict[int, Policy]:
+    return store.regime_policies()
+
+
+@router.get(
+    "/policies/{regime}",
+    response_model=Policy,
+    summary="The policy of one regime (the safe default when none is stored)",
+    dependencies=[ReadAccess],
+    responses=errors(*READ, 422),
+)
+def regime_policy(regime: RegimeId, engine: EngineDep) -> Policy:
+    policy, _ = engine.choose_policy(regime)
+    return policy
+
+
+@router.put(
+    "/policies/{regime}",
+    response_model=Policy,
+    summary="Set the policy of a regime (operator); checked against the hard bounds",
+    dependencies=[WriteAccess],
+    responses=errors(*WRITE),
+)
+def put_regime_policy(
+    regime: RegimeId, body: PolicyIn, store: StoreDep, engine: EngineDep, settings: SettingsDep
+) -> Policy:
+    """If ``regime`` is the current regime, a new decision applies the policy at once."""
+    policy = Policy(
+        regime_id=regime, cache=body.cache, weights=body.weights, source="operator", score=body.score
+    )
+    check_bounds(policy, settings.engine.bounds)
+    store.put_regime_policy(policy)
+    engine.apply_policy_now(regime, "operator set the policy of the current regime")
+    return policy

@@ -1,0 +1,211 @@
+"""Configuration of the service: ONE pydantic-settings object, built by :func:`load_settings`
+and injected into :func:`regimetune.api.create_app` (never read at import time).
+
+Sources, strongest first: keyword overrides, environment (``REGIMETUNE_`` prefix, nested
+sections joined by ``__``, e.g. ``REGIMETUNE_STORE__URL``), a TOML or JSON config file, defaults.
+
+>>> s = load_settings(store={"url": "sqlite://"})
+>>> s.store.url, s.engine.mode
+('sqlite://', 'auto')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from regimetune.models.errors import ConfigError
+
+_SECTION = ConfigDict(extra="forbid", frozen=True)
+_CONFIG_FILE: ContextVar[Path | None] = ContextVar("regimetune_config_file", default=None)
+
+
+class StoreSettings(BaseModel):
+    """Where decisions, policies, windows and the outbox live. Any SQLAlchemy URL works;
+    ``schema_name`` (PostgreSQL only) isolates a deployment or a test run."""
+
+    model_config = _SECTION
+    url: str = "sqlite:///regimetune.db"
+    schema_name: str | None = None
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"
+
+
+class AuthSettings(BaseModel):
+    """Bearer tokens. Writes always need a write token when any is configured; reads need a
+    read or write token when ``protect_reads`` is set."""
+
+    model_config = _SECTION
+    write_tokens: tuple[SecretStr, ...] = ()
+    read_tokens: tuple[SecretStr, ...] = ()
+    protect_reads: bool = False
+    allow_anonymous_writes: bool = False
+
+    @model_validator(mode="after")
+    def _reads_need_tokens(self) -> AuthSettings:
+        if self.protect_reads and not (self.read_tokens or self.write_tokens):
+            raise ValueError("auth.protect_reads needs at least one token")
+        return self
+
+
+class IngestSettings(BaseModel):
+    model_config = _SECTION
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
+    max_keys_per_batch: Annotated[int, Field(ge=1)] = 4_000_000
+
+
+class BoundsSettings(BaseModel):
+    """Hard bounds on every knob: no policy outside them is stored or pushed."""
+
+    model_config = _SECTION
+    limit_keys: tuple[int, int] = (1, 100_000_000)
+    high_watermark_keys: tuple[int, int] = (1, 1_000_000_000)
+    switch_time_s: tuple[float, float] = (0.0, 30 * 86400.0)
+    w_load: tuple[float, float] = (1e-6, 1.0)
+    w_data: tuple[float, float] = (1e-6, 1.0)
+    w_time: tuple[float, float] = (1e-6, 1e6)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BoundsSettings:
+        for name in type(self).model_fields:
+            lo, hi = getattr(self, name)
+            if not lo <= hi:
+                raise ValueError(f"bounds.{name}: lower bound {lo} above upper bound {hi}")
+        return self
+
+
+class EngineSettings(BaseModel):
+    """The online loop. ``mode``: ``off`` (ingest and store only), ``recommend`` (detect,
+    decide and log, push nothing), ``auto`` (push every decision)."""
+
+    model_config = _SECTION
+    mode: Literal["off", "recommend", "auto"] = "auto"
+    paused: bool = False
+    window_s: Annotated[float, Field(gt=0)] = 1.0
+    n_buckets: Annotated[int, Field(ge=0)] = 0
+    detector: dict[str, Any] = {}
+    tune_unknown_regimes: bool = False
+    tuning_trace: str | None = None
+    bounds: BoundsSettings = BoundsSettings()
+
+
+class PushSettings(BaseModel):
+    """Where policy versions go: ``none`` (backends pull ``GET /v1/policy``), ``reference``
+    (the reference rescaling backend at base ``url``) or ``rest`` (any REST endpoint:
+    ``url``, ``method``, and ``payload``, a mapping of the backend's JSON fields to dotted
+    paths into the ``PolicyVersion``; none sends the whole version)."""
+
+    model_config = _SECTION
+    backend: Literal["none", "reference", "rest"] = "none"
+    url: str | None = None
+    method: Literal["POST", "PUT", "PATCH"] = "PUT"
+    payload: dict[str, str] | None = None
+    headers: dict[str, str] = {}
+    token: SecretStr | None = None
+    timeout_s: Annotated[float, Field(gt=0)] = 5.0
+    max_attempts: Annotated[int, Field(ge=1)] = 8
+    backoff_base_s: Annotated[float, Field(gt=0)] = 0.2
+    backoff_max_s: Annotated[float, Field(gt=0)] = 10.0
+    poll_interval_s: Annotated[float, Field(gt=0)] = 0.2
+
+    @model_validator(mode="after")
+    def _url(self) -> PushSettings:
+        if self.backend != "none" and not self.url:
+            raise ValueError(f"push.backend={self.backend} needs push.url")
+        return self
+
+
+class TuningSettings(BaseModel):
+    """Tuning jobs: a local process pool by default. ``trace_dirs`` lists the directories
+    a job may read a server-side trace from (none: server-side paths are refused)."""
+
+    model_config = _SECTION
+    executor: Literal["process", "thread"] = "process"
+    max_workers: Annotated[int, Field(ge=1)] = 1
+    trace_dirs: tuple[str, ...] = ()
+    upload_dir: str | None = None
+    max_upload_bytes: Annotated[int, Field(ge=1)] = 512 * 1024 * 1024
+    budget: Annotated[int, Field(ge=1)] = 40
+
+
+class Settings(BaseSettings):
+    """Everything the service reads from its environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="REGIMETUNE_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+    store: StoreSettings = StoreSettings()
+    auth: AuthSettings = AuthSettings()
+    ingest: IngestSettings = IngestSettings()
+    engine: EngineSettings = EngineSettings()
+    push: PushSettings = PushSettings()
+    tuning: TuningSettings = TuningSettings()
+    policy_file: str | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The config file named by :func:`load_settings` (TOML or JSON)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = _CONFIG_FILE.get()
+        if path is None:
+            return {}
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        try:
+            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except (ValueError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {path} is not valid {path.suffix or 'TOML'}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path} must hold a table of settings")
+        return data
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings from overrides, environment, config file (argument, else
+    ``REGIMETUNE_CONFIG``) and defaults; invalid settings raise :class:`ConfigError`."""
+    path = config_file if config_file is not None else os.environ.get("REGIMETUNE_CONFIG")
+    token = _CONFIG_FILE.set(Path(path) if path else None)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+    finally:
+        _CONFIG_FILE.reset(token)
+
+
+__all__ = [
+    "AuthSettings",
+    "BoundsSettings",
+    "EngineSettings",
+    "IngestSettings",
+    "PushSettings",
+    "Settings",
+    "StoreSettings",
+    "TuningSettings",
+    "load_settings",
+]

@@ -1,0 +1,494 @@
+"""The service's persistent store: SQLAlchemy Core over SQLite (WAL) or PostgreSQL.
+
+Every method is one transaction; every read returns frozen objects (the models' types) that
+later writes do not change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection, Engine
+
+from regimetune.api.settings import StoreSettings
+from regimetune.api.store import schema as t
+from regimetune.models import (
+    ConfigError,
+    Decision,
+    NotFoundError,
+    Policy,
+    PolicyVersion,
+    PushOutcome,
+    RegimeSegment,
+    TuningRun,
+    WindowStats,
+)
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """A durable ingest batch: its sequence number and its columns (read-only arrays)."""
+
+    seq: int
+    kind: str
+    window_start: float
+    columns: dict[str, np.ndarray]
+
+
+def pack_columns(columns: dict[str, np.ndarray]) -> bytes:
+    """Columns as bytes: a one-line JSON header (name, dtype, length) then raw data."""
+    header = [[name, arr.dtype.str, len(arr)] for name, arr in columns.items()]
+    parts = [json.dumps(header).encode(), b"\n"]
+    parts.extend(np.ascontiguousarray(arr).tobytes() for arr in columns.values())
+    return b"".join(parts)
+
+
+def unpack_columns(blob: bytes) -> dict[str, np.ndarray]:
+    nl = blob.index(b"\n")
+    header = json.loads(blob[:nl])
+    out: dict[str, np.ndarray] = {}
+    pos = nl + 1
+    for name, dtype, n in header:
+        dt = np.dtype(dtype)
+        out[name] = np.frombuffer(blob, dtype=dt, count=n, offset=pos)
+        pos += dt.itemsize * n
+    return out
+
+
+def _engine(cfg: StoreSettings) -> Engine:
+    url = sa.engine.make_url(cfg.url)
+    if url.get_backend_name() == "sqlite":
+        kw: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
+        if url.database in (None, "", ":memory:"):
+            kw["poolclass"] = sa.pool.StaticPool
+        engine = sa.create_engine(url, **kw)
+        sync = cfg.sqlite_synchronous
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA synchronous={sync}")
+            cur.execute("PRAGMA busy_timeout=10000")
+            cur.close()
+
+        return engine
+    if cfg.schema_name is not None:
+        if not _SCHEMA_NAME.match(cfg.schema_name):
+            raise ConfigError(f"store.schema_name {cfg.schema_name!r} is not a plain lower-case identifier")
+        engine = sa.create_engine(url, connect_args={"options": f"-csearch_path={cfg.schema_name}"})
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{cfg.schema_name}"'))
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision (alembic, migrations shipped in the package)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("regimetune.api.store") / "migrations"))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+class Store:
+    """Open with :meth:`open` (runs migrations)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._version_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, cfg: StoreSettings) -> Store:
+        try:
+            engine = _engine(cfg)
+            migrate(engine)
+        except sa.exc.SQLAlchemyError as exc:
+            raise ConfigError(
+                f"cannot open store {sa.engine.make_url(cfg.url).render_as_string()}: {type(exc).__name__}"
+            ) from exc
+        return cls(engine)
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def ping(self) -> bool:
+        try:
+            with self._engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+            return True
+        except sa.exc.SQLAlchemyError:
+            return False
+
+    # -- ingest -----------------------------------------------------------------------------
+    def append_batch(self, *, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> int:
+        """Persist a batch; returns its sequence number once committed."""
+        n = max((len(c) for c in columns.values()), default=0)
+        with self._engine.begin() as conn:
+            res = conn.execute(
+                t.ingest_batches.insert().values(
+                    received_at=time.time(),
+                    window_start=window_start,
+                    kind=kind,
+                    n_rows=n,
+                    payload=pack_columns(columns),
+                )
+            )
+            return int(res.inserted_primary_key[0])
+
+    def batches_after(self, seq: int, *, chunk: int = 64) -> Iterator[StoredBatch]:
+        """Batches with a sequence number above ``seq``, in order."""
+        last = seq
+        while True:
+            with self._engine.connect() as conn:
+                rows = conn.execute(
+                    sa.select(t.ingest_batches)
+                    .where(t.ingest_batches.c.seq > last)
+                    .order_by(t.ingest_batches.c.seq)
+                    .limit(chunk)
+                ).all()
+            if not rows:
+                return
+            for r in rows:
+                last = r.seq
+                yield StoredBatch(r.seq, r.kind, r.window_start, unpack_columns(r.payload))
+
+    def last_seq(self) -> int:
+        with self._engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.max(t.ingest_batches.c.seq))).scalar() or 0)
+
+    # -- checkpoints ------------------------------------------------------------------------
+    @staticmethod
+    def _checkpoint(conn: Connection, name: str, state: dict[str, Any], processed: int) -> None:
+        values = {"state": state, "position": processed, "updated_at": time.time()}
+        if not conn.execute(
+            t.checkpoints.update().where(t.checkpoints.c.name == name).values(**values)
+        ).rowcount:
+            conn.execute(t.checkpoints.insert().values(name=name, **values))
+
+    def load_checkpoint(self, name: str) -> tuple[dict[str, Any] | None, int]:
+        """The state saved under ``name`` and the position (e.g. last window) it covers."""
+        with self._engine.connect() as conn:
+            row = conn.execute(sa.select(t.checkpoints).where(t.checkpoints.c.name == name)).first()
+        return (None, -1) if row is None else (row.state, int(row.position))
+
+    # -- windows and segments ---------------------------------------------------------------
+    def commit_window(
+        self,
+        w: WindowStats,
+        regime_id: int | None,
+        *,
+        checkpoint: dict[str, Any] | None = None,
+        decision: Decision | None = None,
+        policy: Policy | None = None,
+        make_version: bool = False,
+        enqueue: bool = False,
+    ) -> tuple[Decision | None, PolicyVersion | None]:
+        """Store a closed window, extend the regime segments, save the detector checkpoint
+        and log a decision (with a new policy version and its outbox entry) in ONE
+        transaction, so a crash leaves either all of it or none."""
+        stats = asdict(w)
+        stats["bucket_load"] = list(w.bucket_load)
+        stats["bucket_bytes"] = list(w.bucket_bytes)
+        with self._version_lock, self._engine.begin() as conn:
+            conn.execute(t.windows.delete().where(t.windows.c.idx == w.index))
+            conn.execute(
+                t.windows.insert().values(
+                    idx=w.index,
+                    start=w.start,
+                    length=w.length,
+                    requests=w.requests,
+                    regime_id=regime_id,
+                    stats=stats,
+                )
+            )
+            if regime_id is not None:
+                self._extend_segment(conn, regime_id, w)
+            if checkpoint is not None:
+                self._checkpoint(conn, "engine", checkpoint, w.index)
+            if decision is None:
+                return None, None
+            return self._decide(conn, decision, policy, make_version=make_version, enqueue=enqueue)
+
+    @staticmethod
+    def _extend_segment(conn: Connection, regime_id: int, w: WindowStats) -> None:
+        last = conn.execute(sa.select(t.segments).order_by(t.segments.c.id.desc()).limit(1)).first()
+        if last is not None and last.regime_id == regime_id and last.end_window == w.index:
+            n = last.end_window - last.start_window
+            rate = float(last.summary.get("requests_per_s", 0.0))
+            rate = (rate * n + w.requests / w.length) / (n + 1)
+            conn.execute(
+                t.segments.update()
+                .where(t.segments.c.id == last.id)
+                .values(end_window=w.index + 1, end=w.end, summary={"requests_per_s": rate})
+            )
+        else:
+            conn.execute(
+                t.segments.insert().values(
+                    regime_id=regime_id,
+                    start_window=w.index,
+                    end_window=w.index + 1,
+                    start=w.start,
+                    end=w.end,
+                    summary={"requests_per_s": w.requests / w.length},
+                )
+            )
+
+    def windows(
+        self, *, after: int = -1, limit: int = 1000
+    ) -> list[tuple[int, float, float, int, int | None]]:
+        """(index, start, length, requests, regime id) of windows after ``after``, oldest first."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(
+                    t.windows.c.idx,
+                    t.windows.c.start,
+                    t.windows.c.length,
+                    t.windows.c.requests,
+                    t.windows.c.regime_id,
+                )
+                .where(t.windows.c.idx > after)
+                .order_by(t.windows.c.idx)
+                .limit(limit)
+            ).all()
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+    def segments(self, *, offset: int = 0, limit: int = 100) -> tuple[list[RegimeSegment], int]:
+        """Segments oldest first, and how many there are in all."""
+        with self._engine.connect() as conn:
+            total = int(conn.execute(sa.select(sa.func.count()).select_from(t.segments)).scalar() or 0)
+            rows = conn.execute(
+                sa.select(t.segments).order_by(t.segments.c.id).offset(offset).limit(limit)
+            ).all()
+        return [
+            RegimeSegment(
+                regime_id=r.regime_id,
+                start_window=r.start_window,
+                end_window=r.end_window,
+                start=r.start,
+                end=r.end,
+                summary=dict(r.summary),
+            )
+            for r in rows
+        ], total
+
+    def last_segment(self) -> RegimeSegment | None:
+        with self._engine.connect() as conn:
+            n = int(conn.execute(sa.select(sa.func.count()).select_from(t.segments)).scalar() or 0)
+        segs, _ = self.segments(offset=max(n - 1, 0), limit=1)
+        return segs[0] if segs else None
+
+    # -- per-regime policies ----------------------------------------------------------------
+    def put_regime_policy(self, policy: Policy) -> Policy:
+        if policy.regime_id is None:
+            raise ValueError("a per-regime policy names its regime")
+        with self._engine.begin() as conn:
+            conn.execute(
+                t.regime_policies.insert().values(
+                    regime_id=policy.regime_id, policy=policy.model_dump(mode="json"), created_at=time.time()
+                )
+            )
+        return policy
+
+    def regime_policy(self, regime_id: int) -> Policy | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.regime_policies.c.policy)
+                .where(t.regime_policies.c.regime_id == regime_id)
+                .order_by(t.regime_policies.c.id.desc())
+                .limit(1)
+            ).first()
+        return None if row is None else Policy.model_validate(row.policy)
+
+    def regime_policies(self) -> dict[int, Policy]:
+        """The newest policy of every regime."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(sa.select(t.regime_policies).order_by(t.regime_policies.c.id)).all()
+        return {r.regime_id: Policy.model_validate(r.policy) for r in rows}
+
+    # -- versions, decisions, outbox --------------------------------------------------------
+    def record_decision(
+        self, decision: Decision, policy: Policy | None, *, make_version: bool, enqueue: bool
+    ) -> tuple[Decision, PolicyVersion | None]:
+        """Store a decision and, with ``make_version``, a new policy version (and its outbox
+        entry when ``enqueue``) in one transaction."""
+        with self._version_lock, self._engine.begin() as conn:
+            return self._decide(conn, decision, policy, make_version=make_version, enqueue=enqueue)
+
+    @staticmethod
+    def _decide(
+        conn: Connection, decision: Decision, policy: Policy | None, *, make_version: bool, enqueue: bool
+    ) -> tuple[Decision, PolicyVersion | None]:
+        pv = None
+        if policy is not None:
+            decision = decision.model_copy(update={"policy": policy})
+        if policy is not None and make_version:
+            last = conn.execute(sa.select(sa.func.max(t.policy_versions.c.version))).scalar()
+            pv = PolicyVersion(version=int(last or 0) + 1, policy=policy, created_at=time.time())
+            conn.execute(
+                t.policy_versions.insert().values(
+                    version=pv.version, policy=policy.model_dump(mode="json"), created_at=pv.created_at
+                )
+            )
+            if enqueue:  # the push package's outbox contract, on the same table as SqlOutboxStore
+                conn.execute(
+                    t.outbox.insert().values(
+                        version=pv.version,
+                        payload=pv.model_dump(mode="json"),
+                        state="pending",
+                        attempts=0,
+                        next_attempt_at=0.0,
+                    )
+                )
+            decision = decision.model_copy(update={"policy_version": pv.version})
+        res = conn.execute(t.decisions.insert().values(**_decision_row(decision)))
+        decision = decision.model_copy(update={"id": int(res.inserted_primary_key[0])})
+        return decision, pv
+
+    def set_outcome(self, version: int, outcome: PushOutcome, detail: str = "") -> None:
+        with self._engine.begin() as conn:
+            conn.execute(
+                t.decisions.update()
+                .where(t.decisions.c.policy_version == version)
+                .values(outcome=outcome.value, detail=detail)
+            )
+
+    def decisions(self, *, offset: int = 0, limit: int = 100) -> tuple[list[Decision], int]:
+        """Newest first, and the total count."""
+        with self._engine.connect() as conn:
+            total = int(conn.execute(sa.select(sa.func.count()).select_from(t.decisions)).scalar() or 0)
+            rows = conn.execute(
+                sa.select(t.decisions).order_by(t.decisions.c.id.desc()).offset(offset).limit(limit)
+            ).all()
+        return [_decision(r) for r in rows], total
+
+    def version(self, version: int) -> PolicyVersion:
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.policy_versions).where(t.policy_versions.c.version == version)
+            ).first()
+        if row is None:
+            raise NotFoundError(f"no policy version {version}")
+        return PolicyVersion(
+            version=row.version, policy=Policy.model_validate(row.policy), created_at=row.created_at
+        )
+
+    def versions(self, *, limit: int = 100) -> list[PolicyVersion]:
+        """Newest first."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(t.policy_versions).order_by(t.policy_versions.c.version.desc()).limit(limit)
+            ).all()
+        return [
+            PolicyVersion(version=r.version, policy=Policy.model_validate(r.policy), created_at=r.created_at)
+            for r in rows
+        ]
+
+    def latest_version(self) -> PolicyVersion | None:
+        v = self.versions(limit=1)
+        return v[0] if v else None
+
+    def in_force_version(self) -> PolicyVersion | None:
+        """The policy in force: the newest version not given up on by the outbox (a failed
+        push leaves the last known-good version in force)."""
+        with self._engine.connect() as conn:
+            failed = sa.select(t.outbox.c.version).where(t.outbox.c.state == "failed")
+            row = conn.execute(
+                sa.select(t.policy_versions)
+                .where(t.policy_versions.c.version.not_in(failed))
+                .order_by(t.policy_versions.c.version.desc())
+                .limit(1)
+            ).first()
+        if row is None:
+            return None
+        return PolicyVersion(
+            version=row.version, policy=Policy.model_validate(row.policy), created_at=row.created_at
+        )
+
+    # -- tuning jobs ------------------------------------------------------------------------
+    def save_job(self, run: TuningRun) -> None:
+        now = time.time()
+        with self._engine.begin() as conn:
+            n = conn.execute(
+                t.tuning_jobs.update()
+                .where(t.tuning_jobs.c.id == run.id)
+                .values(run=run.model_dump(mode="json"), updated_at=now)
+            ).rowcount
+            if not n:
+                conn.execute(
+                    t.tuning_jobs.insert().values(
+                        id=run.id, run=run.model_dump(mode="json"), created_at=now, updated_at=now
+                    )
+                )
+
+    def job(self, job_id: str) -> TuningRun:
+        with self._engine.connect() as conn:
+            row = conn.execute(sa.select(t.tuning_jobs.c.run).where(t.tuning_jobs.c.id == job_id)).first()
+        if row is None:
+            raise NotFoundError(f"no tuning job {job_id!r}")
+        return TuningRun.model_validate(row.run)
+
+    def jobs(self, *, limit: int = 100) -> list[TuningRun]:
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(t.tuning_jobs.c.run).order_by(t.tuning_jobs.c.created_at.desc()).limit(limit)
+            ).all()
+        return [TuningRun.model_validate(r.run) for r in rows]
+
+    # -- small state ------------------------------------------------------------------------
+    def get_kv(self, key: str, default: Any = None) -> Any:
+        with self._engine.connect() as conn:
+            row = conn.execute(sa.select(t.kv.c.value).where(t.kv.c.key == key)).first()
+        return default if row is None else row.value
+
+    def set_kv(self, key: str, value: Any) -> None:
+        with self._engine.begin() as conn:
+            if not conn.execute(t.kv.update().where(t.kv.c.key == key).values(value=value)).rowcount:
+                conn.execute(t.kv.insert().values(key=key, value=value))
+
+
+def _decision_row(d: Decision) -> dict[str, Any]:
+    return {
+        "at": d.at,
+        "regime_from": d.regime_from,
+        "regime_to": d.regime_to,
+        "inputs": dict(d.inputs),
+        "policy_version": d.policy_version,
+        "policy": None if d.policy is None else d.policy.model_dump(mode="json"),
+        "score": d.score,
+        "outcome": d.outcome.value,
+        "detail": d.detail,
+    }
+
+
+def _decision(r: Any) -> Decision:
+    return Decision(
+        id=r.id,
+        at=r.at,
+        regime_from=r.regime_from,
+        regime_to=r.regime_to,
+        inputs=dict(r.inputs),
+        policy_version=r.policy_version,
+        policy=None if r.policy is None else Policy.model_validate(r.policy),
+        score=r.score,
+        outcome=PushOutcome(r.outcome),
+        detail=r.detail,
+    )

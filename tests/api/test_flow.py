@@ -1,0 +1,122 @@
+"""The online loop in process: ingest -> windows -> regimes -> decisions -> push."""
+
+from __future__ import annotations
+
+import time
+
+from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
+
+from .conftest import AUTH, post_window
+
+
+def wait_for(pred, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def test_workload_regimes_become_pushed_versions_in_order(make_client, recorder, workload) -> None:
+    c = make_client(backend=recorder)
+    for wc in workload:
+        post_window(c, wc)
+    segs = c.get("/v1/regimes", params={"limit": 1000}).json()
+    ids = [s["regime_id"] for s in segs["items"]]
+    assert len(set(ids)) >= 3, ids  # the generator has four regimes
+    decisions = c.get("/v1/decisions").json()["items"][::-1]
+    assert [d["regime_to"] for d in decisions] == [d["regime_to"] for d in decisions]
+    changes = [d for d in decisions if d["regime_from"] != d["regime_to"]]
+    assert len(changes) >= 3
+    versions = [d["policy_version"] for d in decisions]
+    assert versions == list(range(1, len(decisions) + 1))
+    wait_for(lambda: recorder.received_versions == versions)
+    wait_for(lambda: all(d["outcome"] == "delivered" for d in c.get("/v1/decisions").json()["items"]))
+    cur = c.get("/v1/regimes/current").json()
+    assert cur["regime_id"] == decisions[-1]["regime_to"]
+    assert c.get("/v1/policy").json()["version"] == versions[-1]
+
+
+def test_binary_counts_equal_json_counts(make_client, workload, tmp_path) -> None:
+    c = make_client()
+    for wc in workload[:40]:
+        body = encode_counts(wc.keys, wc.reads, wc.writes)
+        r = c.post(
+            "/v1/ingest/counts",
+            params={"window_start": wc.start},
+            content=body,
+            headers={**AUTH, "Content-Type": COUNTS_MEDIA_TYPE},
+        )
+        assert r.status_code == 200, r.text
+    got = c.get("/v1/windows").json()
+    assert [w["requests"] for w in got] == [wc.requests for wc in workload[:39]]
+
+
+def test_recommend_mode_logs_but_pushes_nothing(make_client, recorder, workload) -> None:
+    c = make_client(backend=recorder, engine={"mode": "recommend"})
+    for wc in workload[:75]:
+        post_window(c, wc)
+    items = c.get("/v1/decisions").json()["items"]
+    assert items and all(d["outcome"] == "not_pushed" and d["policy_version"] is None for d in items)
+    assert all(d["policy"] is not None for d in items)
+    assert c.get("/v1/policy").status_code == 404
+    time.sleep(0.1)
+    assert recorder.received_versions == []
+
+
+def test_pause_then_resume(make_client, recorder, workload) -> None:
+    c = make_client(backend=recorder)
+    assert c.post("/v1/engine/pause", headers=AUTH).json()["paused"] is True
+    for wc in workload[:75]:
+        post_window(c, wc)
+    assert recorder.received_versions == []
+    assert c.post("/v1/engine/resume", headers=AUTH).json()["paused"] is False
+    for wc in workload[75:]:
+        post_window(c, wc)
+    items = c.get("/v1/decisions").json()["items"]
+    pushed = [d for d in items if d["policy_version"] is not None]
+    assert pushed, items
+    wait_for(lambda: recorder.received_versions == sorted(d["policy_version"] for d in pushed))
+
+
+def test_operator_policy_used_on_next_change_and_at_once(make_client, recorder, workload) -> None:
+    c = make_client(backend=recorder)
+    body = {"cache": {"mode": "lru", "limit_keys": 500}, "weights": {"w_load": 1, "w_data": 0.5, "w_time": 2}}
+    r = c.put("/v1/policies/1", json=body, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json()["source"] == "operator"
+    for wc in workload:
+        post_window(c, wc)
+    decisions = c.get("/v1/decisions").json()["items"]
+    to1 = [d for d in decisions if d["regime_to"] == 1]
+    assert to1 and all(d["policy"]["cache"]["limit_keys"] == 500 for d in to1)
+    current = c.get("/v1/regimes/current").json()["regime_id"]
+    before = c.get("/v1/policy").json()["version"]
+    r = c.put(f"/v1/policies/{current}", json={"cache": {"mode": "lru", "limit_keys": 77}}, headers=AUTH)
+    assert r.status_code == 200
+    now = c.get("/v1/policy").json()
+    assert now["version"] == before + 1 and now["policy"]["cache"]["limit_keys"] == 77
+
+
+def test_policy_etag_gives_304(make_client, workload) -> None:
+    c = make_client()
+    for wc in workload[:30]:
+        post_window(c, wc)
+    r = c.get("/v1/policy")
+    assert r.status_code == 200
+    etag = r.headers["etag"]
+    r2 = c.get("/v1/policy", headers={"If-None-Match": etag})
+    assert r2.status_code == 304 and r2.content == b""
+    assert c.get("/v1/policy", headers={"If-None-Match": '"v999"'}).status_code == 200
+
+
+def test_metrics_exposed_without_per_key_labels(make_client, workload) -> None:
+    c = make_client()
+    for wc in workload[:30]:
+        post_window(c, wc)
+    text = c.get("/metrics").text
+    assert "regimetune_ingest_keys_total" in text
+    assert "regimetune_windows_total 29.0" in text
+    assert "regimetune_http_request_duration_seconds_bucket" in text
+    assert "key=" not in text
