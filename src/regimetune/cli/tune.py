@@ -1,9 +1,223 @@
-"""Commands of this group are registered here (work in progress)."""
+"""``regimetune tune``: tune a storage service's knobs per regime on a recorded trace.
+
+``--objective cache`` (this module) tunes a key limit per detected regime and the two-phase
+switch point by exact cache simulation, prints the tuned policy beside the paper's hand-set
+baselines and writes a policy file. ``--objective rescale`` hands over to
+``regimetune.tuner.rescale.session.tune_rescale``.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from regimetune.cli.traces import (
+    ColumnsOpt,
+    DelimiterOpt,
+    FormatOpt,
+    NoHeaderOpt,
+    ReadOpOpt,
+    SkipBadOpt,
+    TimeUnitOpt,
+    WriteOpOpt,
+    fail_cleanly,
+    trace_options,
+)
+from regimetune.models.errors import ConfigError
+
+_BASELINE_LABELS = {
+    "unlimited": "unlimited",
+    "lru_100k": "LRU 100K",
+    "two_phase_100k_10k": "100K -> 10K",
+    "kmeans_suggestion": "K-means",
+}
+
+
+def _fraction(name: str, v: float, *, closed_low: bool = False) -> float:
+    if not (0.0 < v < 1.0 or (v == 1.0 and closed_low)):
+        raise ConfigError(f"{name} must be a fraction in (0, 1{']' if closed_low else ')'}, got {v}")
+    return v
+
+
+def _row_cells(label: str, row: dict[str, float]) -> list[str]:
+    return [
+        label,
+        f"{row['efficiency']:.4f}",
+        f"{row['memory_fraction'] * 100:.2f}%",
+        f"{row['mean_bytes'] / 1e6:,.1f} MB",
+        f"{row['peak_bytes'] / 1e6:,.1f} MB",
+        f"{row['hit_ratio']:.4f}",
+        "yes" if row["feasible"] else "no",
+    ]
+
+
+def _print_cache_report(report: dict[str, Any], out: Path | None) -> None:
+    con = Console()
+    best = report["best"]
+    table = Table(title="cache policies on this trace", title_justify="left")
+    for col in ("policy", "efficiency", "mem/unl.", "mem avg", "mem peak", "hit ratio", "meets"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    table.add_row(*_row_cells("[bold]tuned[/]", best))
+    for name, row in report["baselines"].items():
+        table.add_row(*_row_cells(_BASELINE_LABELS.get(name, name), row))
+    con.print(table)
+    con.print(
+        "baselines: 100K -> 10K = unlimited until 100K keys then 10K (Sevilla et al.); K-means = "
+        "switch at the 3rd K-means regime's start to the keyspace size then",
+        highlight=False,
+    )
+    if best["switch"] == "time":
+        switch = f"at t = {best['switch_time_s']:.0f} s (detected 3rd regime start)"
+    elif best["high_watermark_keys"] <= 1:
+        switch = "from the start (no unlimited phase)"
+    else:
+        switch = f"when the cache holds {best['high_watermark_keys']:,} keys"
+    limits = ", ".join(f"regime {r}: {n:,} keys" for r, n in sorted(best["limits"].items()))
+    obj = report["objective"]
+    con.print(
+        f"tuned policy: unlimited, then per-regime LRU limits {switch}; {limits}\n"
+        f"target: efficiency >= {obj['efficiency_target']}, memory <= {obj['memory_budget'] * 100:.1f}% "
+        f"of unlimited; {report['optimizer']}, {report['n_evaluations']} evaluations; store "
+        f"{report['store']['capacity_ops_s']:g} ops/s",
+        highlight=False,
+    )
+    if out is not None:
+        con.print(f"wrote the policy file to {out}", highlight=False)
+
+
+def tune_cmd(
+    trace: Annotated[Path, typer.Argument(help="Trace file.")],
+    objective: Annotated[
+        str, typer.Option("--objective", help="What to tune: 'cache' (limits per regime) or 'rescale'.")
+    ] = "cache",
+    budget: Annotated[int, typer.Option("--budget", min=1, help="Simulations the optimizer may run.")] = 80,
+    optimizer: Annotated[
+        str, typer.Option("--optimizer", help="'Pounders' or any nevergrad optimizer name.")
+    ] = "Pounders",
+    efficiency_target: Annotated[
+        float,
+        typer.Option("--efficiency-target", help="Least acceptable efficiency (trace / simulated time)."),
+    ] = 0.96,
+    memory_budget: Annotated[
+        float,
+        typer.Option(
+            "--memory-budget", help="Most time-averaged memory, as a fraction of the unlimited cache's."
+        ),
+    ] = 0.076,
+    efficiency_weight: Annotated[float, typer.Option("--efficiency-weight", min=0.0)] = 1.0,
+    memory_weight: Annotated[float, typer.Option("--memory-weight", min=0.0)] = 1.0,
+    window: Annotated[float, typer.Option("--window", help="Window length in seconds.")] = 10.0,
+    store_ops: Annotated[
+        float | None,
+        typer.Option("--store-ops", help="Persistent store throughput, ops/s (default: calibrated)."),
+    ] = None,
+    store_buffer: Annotated[
+        float | None, typer.Option("--store-buffer", help="Seconds of store work the tiers can buffer.")
+    ] = None,
+    value_size: Annotated[int, typer.Option("--value-size", min=1, help="Bytes per cached value.")] = 4096,
+    workers: Annotated[
+        int, typer.Option("--workers", min=0, help="Local processes for evaluations (0: in this process).")
+    ] = 2,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the policy file (JSON) here.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON instead of tables.")
+    ] = False,
+    fmt: FormatOpt = None,
+    columns: ColumnsOpt = None,
+    read_op: ReadOpOpt = None,
+    write_op: WriteOpOpt = None,
+    time_unit: TimeUnitOpt = "s",
+    skip_bad: SkipBadOpt = 0,
+    delimiter: DelimiterOpt = None,
+    no_header: NoHeaderOpt = False,
+) -> None:
+    """Tune cache limits per detected regime (or rescaling weights) on a recorded trace."""
+    with fail_cleanly():
+        opts = trace_options(
+            fmt=fmt, columns=columns, read_op=read_op, write_op=write_op, time_unit=time_unit,
+            skip_bad=skip_bad, delimiter=delimiter, no_header=no_header,
+        )  # fmt: skip
+        if objective == "rescale":
+            _tune_rescale(
+                trace, opts, budget=budget, optimizer=optimizer, seed=seed, out=out, as_json=as_json
+            )
+            return
+        if objective != "cache":
+            raise ConfigError(f"--objective must be 'cache' or 'rescale', got {objective!r}")
+        if not window > 0:
+            raise ConfigError(f"--window must be positive, got {window}")
+        from regimetune.tuner.cache import StoreModel
+        from regimetune.tuner.objectives import CacheObjective
+        from regimetune.tuner.sessions import tune_cache_batches
+
+        obj = CacheObjective(
+            efficiency_target=_fraction("--efficiency-target", efficiency_target),
+            memory_budget=_fraction("--memory-budget", memory_budget, closed_low=True),
+            efficiency_weight=efficiency_weight,
+            memory_weight=memory_weight,
+        )
+        defaults = StoreModel()
+        store = StoreModel(
+            capacity_ops_s=defaults.capacity_ops_s if store_ops is None else store_ops,
+            buffer_s=defaults.buffer_s if store_buffer is None else store_buffer,
+        )
+        with _bar(as_json) as prog:
+            task = prog.add_task("reading", total=None)
+            batches = []
+            n = 0
+            for b in opts.open(trace):
+                batches.append(b)
+                n += len(b)
+                prog.update(task, description=f"reading ({n:,} events)")
+            prog.update(task, description="windows, regimes, stack distances")
+
+            def on_progress(done: int, total: int) -> None:
+                prog.update(task, description="tuning", completed=done, total=total)
+
+            result = tune_cache_batches(
+                batches, window_s=window, trace_name=str(trace), objective=obj, optimizer=optimizer,
+                budget=budget, workers=workers, store=store, value_size=value_size, seed=seed,
+                progress=on_progress,
+            )  # fmt: skip
+        if out is not None:
+            out.write_text(result.policy_file.model_dump_json(indent=2) + "\n")
+        if as_json:
+            typer.echo(json.dumps(result.report, default=str))
+        else:
+            _print_cache_report(result.report, out)
+
+
+def _bar(quiet: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=quiet or not Console(stderr=True).is_terminal,
+    )
+
+
+def _tune_rescale(trace: Path, opts: Any, **kwargs: Any) -> None:
+    """Dispatch to the rescale engineer's session (imported lazily)."""
+    try:
+        from regimetune.tuner.rescale.session import tune_rescale
+    except ImportError as exc:
+        raise ConfigError(
+            "--objective rescale is not available yet (regimetune.tuner.rescale.session.tune_rescale "
+            "is missing)"
+        ) from exc
+    tune_rescale(trace, trace_options=opts, **kwargs)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``tune`` to ``app``."""
+    app.command("tune")(tune_cmd)

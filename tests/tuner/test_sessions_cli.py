@@ -1,0 +1,60 @@
+"""``regimetune tune`` end to end on a small generated trace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from regimetune.cli.main import app
+from regimetune.collectors import GeneratorConfig, generate, write_events
+from regimetune.models import PolicyFile
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tune") / "parsplice.csv"
+    write_events(generate(GeneratorConfig(duration_s=900, workers=16, seed=2)), path)
+    return path
+
+
+def test_tune_cache_writes_a_policy_file_and_a_report(small_trace, tmp_path):
+    out = tmp_path / "policy.json"
+    res = runner.invoke(
+        app, ["tune", str(small_trace), "--budget", "12", "--workers", "0", "--out", str(out), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["n_evaluations"] <= 12
+    assert {"unlimited", "lru_100k", "two_phase_100k_10k"} <= set(report["baselines"])
+    pf = PolicyFile.model_validate_json(out.read_text())
+    assert set(pf.regimes) == {int(r) for r in report["best"]["limits"]}
+    assert all(p.source == "tuned" and p.cache.limit_keys >= 1 for p in pf.regimes.values())
+    # the tuned policy is never worse on the objective than the hand-set baselines
+    assert all(report["best"]["objective"] <= row["objective"] for row in report["baselines"].values())
+
+
+def test_tune_prints_a_table(small_trace):
+    res = runner.invoke(app, ["tune", str(small_trace), "--budget", "4", "--workers", "0"])
+    assert res.exit_code == 0, res.output
+    assert "tuned" in res.stdout and "100K -> 10K" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--objective", "latency"], "--objective"),
+        (["--memory-budget", "0"], "--memory-budget"),
+        (["--efficiency-target", "1.5"], "--efficiency-target"),
+        (["--window", "0"], "--window"),
+        (["--optimizer", "NoSuchOptimizer", "--budget", "2", "--workers", "0"], "unknown optimizer"),
+        (["--store-ops", "-5"], "store capacity"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(small_trace, args, message):
+    res = runner.invoke(app, ["tune", str(small_trace), *args])
+    assert res.exit_code == 2
+    assert message in res.stderr and "Traceback" not in res.output
