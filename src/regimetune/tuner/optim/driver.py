@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import difflib
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -187,7 +188,10 @@ class _Session:
         submitted = 0
         while submitted < budget or pending:
             while submitted < budget and len(pending) < workers and not self._converged():
-                candidate = self.opt.ask()
+                with warnings.catch_warnings():
+                    # nevergrad's Cobyla passes scipy a RHOEND it then corrects with a warning
+                    warnings.filterwarnings("ignore", message=r".*Invalid RHO(BEG|END)", category=UserWarning)
+                    candidate = self.opt.ask()
                 params = self.space.cast(candidate.value)
                 submitted += 1
                 if executor is None:
@@ -214,11 +218,9 @@ class _Session:
 
     def _finish(self, candidate: Any, params: dict[str, float], outcome: tuple[Any, str | None]) -> None:
         raw, error = outcome
-        value = None if error else _check_value(raw, residuals=self.residuals)
+        value = _check_value(raw, residuals=self.residuals) if error is None else error
         if isinstance(value, str):
-            error = value
-        if error is not None or value is None:
-            self.evaluations.append(Evaluation(params=params, error=error))
+            self.evaluations.append(Evaluation(params=params, error=value))
             if isinstance(self.opt, Pounders):
                 self.opt.tell_failure(candidate)
             else:

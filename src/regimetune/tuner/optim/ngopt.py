@@ -118,7 +118,8 @@ class Pounders(base.Optimizer):
     def _internal_ask_candidate(self) -> ngp.Parameter:
         x = self.solver.ask()
         candidate = self.parametrization.spawn_child()
-        candidate.set_standardized_data(self._normalizer.backward(x))
+        if not np.array_equal(x, self.solver.x0):  # the start point keeps its exact initial value
+            candidate.set_standardized_data(self._normalizer.backward(x))
         self._unit[candidate.uid] = x
         return candidate
 

@@ -67,7 +67,8 @@ class Param:
 
     def cast(self, value: float) -> float:
         """``value`` as the objective sees it (an ``int`` for integer knobs)."""
-        return int(np.rint(value)) if self.integer else float(value)
+        value = min(max(float(value), self.low), self.high)  # no round-off outside the bounds
+        return int(np.rint(value)) if self.integer else value
 
 
 class Space:
@@ -109,7 +110,7 @@ class Space:
         extra = sorted(set(values) - set(self.names))
         if missing or extra:
             raise InputError(f"point does not match the space: missing {missing}, unknown {extra}")
-        out = {}
+        out: dict[str, float] = {}
         for p in self.params:
             v = values[p.name]
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
