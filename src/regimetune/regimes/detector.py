@@ -1,11 +1,16 @@
 """Online regime detection with stable ids, dwell and hysteresis, and state that survives a
 restart.
 
-The detector is a streaming nearest-centroid clusterer in the fixed feature space of
+The detector is a streaming nearest-centroid clusterer over the features of
 :mod:`regimetune.regimes.features`:
 
-* a point farther than ``radius`` from every known centroid for ``dwell`` windows in a row
-  founds a new regime (so K is learnt from the data, up to ``k`` or ``max_regimes``);
+* a warm-up of ``warmup`` windows founds regime 0. Distances are in the fixed feature
+  units by default; with ``noise_floor > 0`` the warm-up also measures each feature's noise
+  (MAD of first differences, floored at ``noise_floor``) and distances are in noise units.
+  Either way the scale is frozen, so it never drifts with the trace length;
+* ``dwell`` smoothed points in a row farther than ``radius`` from every known centroid found
+  a new regime at their mean (so K is learnt from the data, up to ``k`` or ``max_regimes``),
+  unless that mean lies within ``radius`` of a known regime, which then returns;
 * a known regime takes over only after ``dwell`` windows in a row nearer to it than to the
   current one by ``margin`` (a stabilization window with hysteresis, as Kubernetes' HPA);
 * centroids follow the data (running mean with the step floored at ``1 / n_cap``) but keep
@@ -41,7 +46,7 @@ from regimetune.regimes.features import FEATURES, FeatureExtractor
 FORMAT_VERSION = 1
 #: Windows at the start of a stream whose features are incomplete (the first window has no
 #: keyspace growth rate); they join the first regime once it is founded.
-_WARMUP = 1
+_SKIP = 1
 
 
 class OnlineRegimeDetector:
@@ -49,10 +54,11 @@ class OnlineRegimeDetector:
 
     ``k`` fixes the largest number of regimes (default: learnt from the data, at most
     ``max_regimes``); ``dwell`` is the stabilization window in windows; ``margin`` the
-    hysteresis in feature units; ``radius`` how far (feature units) a point must lie from
-    every known regime to count as novel; ``alpha`` the EWMA smoothing weight of a new
-    window; ``n_cap`` floors the centroid learning rate at ``1 / n_cap`` so centroids can
-    follow slow drift; ``lag`` and ``features`` configure the features.
+    hysteresis and ``radius`` the distance from every known regime at which a point is
+    novel, both in feature units (noise units with ``noise_floor > 0``); ``alpha`` the EWMA smoothing weight of a new window;
+    ``n_cap`` floors the centroid learning rate at ``1 / n_cap`` so centroids follow slow
+    drift; ``warmup`` windows measure the noise, floored at ``noise_floor`` feature units;
+    ``lag`` and ``features`` configure the features.
     """
 
     def __init__(
@@ -60,13 +66,16 @@ class OnlineRegimeDetector:
         k: int | None = None,
         *,
         dwell: int = 3,
-        margin: float = 0.3,
-        radius: float = 1.0,
-        alpha: float = 0.5,
-        n_cap: int = 500,
-        lag: int = 5,
+        margin: float = 0.2,
+        radius: float = 0.4,
+        alpha: float = 0.3,
+        n_cap: int = 100,
+        warmup: int = 20,
+        noise_floor: float = 0.0,
+        lag: int = 3,
         max_regimes: int = 8,
         features: Sequence[str] = FEATURES,
+        units: Mapping[str, float] | None = None,
     ) -> None:
         self.k = k
         self.dwell = dwell
@@ -74,9 +83,12 @@ class OnlineRegimeDetector:
         self.radius = radius
         self.alpha = alpha
         self.n_cap = n_cap
+        self.warmup = warmup
+        self.noise_floor = noise_floor
         self.lag = lag
         self.max_regimes = max_regimes
         self.features = features
+        self.units = units
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -86,9 +98,12 @@ class OnlineRegimeDetector:
             "radius": self.radius,
             "alpha": self.alpha,
             "n_cap": self.n_cap,
+            "warmup": self.warmup,
+            "noise_floor": self.noise_floor,
             "lag": self.lag,
             "max_regimes": self.max_regimes,
             "features": list(self.features),
+            "units": dict(self.units) if self.units else None,
         }
 
     # -- state ------------------------------------------------------------------------
@@ -105,6 +120,10 @@ class OnlineRegimeDetector:
             positive_int("k", self.k)
         positive_int("dwell", self.dwell)
         positive_int("n_cap", self.n_cap)
+        positive_int("warmup", self.warmup)
+        if self.warmup < 3:
+            raise InputError("warmup must be at least 3 windows (noise needs differences)")
+        non_negative("noise_floor", self.noise_floor)
         positive_int("max_regimes", self.max_regimes)
         non_negative("margin", self.margin)
         non_negative("radius", self.radius, strict=True)
@@ -116,8 +135,8 @@ class OnlineRegimeDetector:
         if hasattr(self, "_state"):
             return
         self._validate()
-        self._fx = FeatureExtractor(lag=self.lag, features=self.features)
-        self._state = _kernel.new_state(self.k_max, len(self._fx.names))
+        self._fx = FeatureExtractor(lag=self.lag, features=self.features, units=self.units)
+        self._state = _kernel.new_state(self.k_max, len(self._fx.names), self.warmup)
 
     @property
     def k_max(self) -> int:
@@ -157,13 +176,16 @@ class OnlineRegimeDetector:
             for i in range(k)
         ]
 
-    def _run(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _run(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         s = self._state
-        labels, online, nearest, changes, _ = _kernel.run(
+        labels, online, changes, _ = _kernel.run(
             np.ascontiguousarray(x, dtype=np.float64),
             s["istate"],
+            s["scale"],
+            s["buf"],
             s["ewma"],
             s["nov_sum"],
+            s["late_sum"],
             s["centroids"],
             s["counts"],
             float(self.alpha),
@@ -171,9 +193,10 @@ class OnlineRegimeDetector:
             float(self.margin),
             int(self.dwell),
             float(self.n_cap),
-            _WARMUP,
+            _SKIP,
+            float(self.noise_floor),
         )
-        return labels, online, nearest, changes
+        return labels, online, changes
 
     # -- river API --------------------------------------------------------------------
     def learn_one(self, x: Mapping[str, float]) -> None:
@@ -197,7 +220,7 @@ class OnlineRegimeDetector:
         self._ensure()
         x = self._fx.transform_row(window)
         t = self.n_seen
-        _, _, _, changes = self._run(x[None, :])
+        _, _, changes = self._run(x[None, :])
         if len(changes) == 0:
             return None
         frm, to, at, _ = (int(v) for v in changes[-1])
@@ -224,7 +247,7 @@ class OnlineRegimeDetector:
             raise InputError(f"k={self.k} regimes cannot be found in {n} windows")
         t0 = self.n_seen
         x = self._fx.transform(frame)
-        labels, online, _, changes = self._run(x)
+        labels, online, changes = self._run(x)
         return _history(frame, labels, online, changes, t0, self.regimes)
 
     # -- persistence ------------------------------------------------------------------

@@ -37,16 +37,18 @@ FEATURES: tuple[str, ...] = (
     "log_rw",  # log((reads + 1) / (writes + 1))
 )
 
-#: Fixed unit of each feature: a distance of 1 is about a factor e in a rate, a quarter
-#: of the requests moving in or out of the top-k, or two bits of entropy.
+#: Fixed unit of each feature: a distance of 1 is about a factor e in the read rate, a factor
+#: e^2 in the write rate, the read/write ratio, the keyspace growth or the active keys (small
+#: counts, so their logarithms are noisy), a quarter of the requests moving
+#: in or out of the top-k, or two bits of entropy.
 UNITS: dict[str, float] = {
     "log_reads": 1.0,
-    "log_writes": 1.0,
+    "log_writes": 2.0,
     "log_growth": 2.0,
-    "log_active": 1.0,
+    "log_active": 2.0,
     "topk_share": 0.25,
     "entropy": 2.0,
-    "log_rw": 1.0,
+    "log_rw": 2.0,
 }
 
 
@@ -93,9 +95,12 @@ class FeatureExtractor:
     features as the whole frame.
     """
 
-    def __init__(self, *, lag: int = 5, features: Sequence[str] = FEATURES) -> None:
+    def __init__(
+        self, *, lag: int = 5, features: Sequence[str] = FEATURES, units: Mapping[str, float] | None = None
+    ) -> None:
         self.lag = lag
         self.features = features
+        self.units = units
 
     # -- learnt state -----------------------------------------------------------------
     def _ensure(self) -> None:
@@ -103,7 +108,10 @@ class FeatureExtractor:
             if not isinstance(self.lag, int) or self.lag < 1:
                 raise InputError(f"lag must be a positive integer, got {self.lag!r}")
             self._names = _check_names(self.features)
-            self._units = np.array([UNITS[n] for n in self._names])
+            units = {**UNITS, **(self.units or {})}
+            if not all(isinstance(v, int | float) and v > 0 for v in units.values()):
+                raise InputError("feature units must be positive numbers")
+            self._units = np.array([float(units[n]) for n in self._names])
             # keyspace sizes of the last ``lag`` windows. The very first window has no
             # earlier size, so its growth reads 0: detectors skip it (a warm-up window).
             self._ring: list[float] = []
@@ -184,12 +192,17 @@ class FeatureExtractor:
 
     def to_state(self) -> dict[str, Any]:
         self._ensure()
-        return {"lag": self.lag, "features": list(self._names), "ring": list(self._ring)}
+        return {
+            "lag": self.lag,
+            "features": list(self._names),
+            "units": dict(zip(self._names, self._units.tolist(), strict=True)),
+            "ring": list(self._ring),
+        }
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> FeatureExtractor:
         try:
-            fx = cls(lag=int(state["lag"]), features=tuple(state["features"]))
+            fx = cls(lag=int(state["lag"]), features=tuple(state["features"]), units=dict(state["units"]))
             fx._ensure()
             fx._ring = [float(v) for v in state["ring"]]
         except (KeyError, TypeError, ValueError) as exc:
