@@ -10,7 +10,7 @@ import pytest
 from regimetune.models import CacheMode, ConfigError, InputError, PolicyFile
 from regimetune.tuner.cache import CacheTrace, RegimePolicy, StoreModel, simulate
 from regimetune.tuner.objectives import CacheObjective, memory_fraction
-from regimetune.tuner.sessions import CacheSpace, paper_baselines, tune_cache
+from regimetune.tuner.sessions import cache_space, paper_baselines, tune_cache
 
 RATE = 50  # requests per second
 
@@ -60,7 +60,7 @@ def check_tuning(res, trace, starts, labels):
         assert OBJ.value(OBJ.of(static, res.unlimited)) > OBJ.value(OBJ.of(res.best, res.unlimited))
 
 
-@pytest.mark.parametrize("optimizer", ["Pounders", "TwoPointsDE", "OnePlusOne"])
+@pytest.mark.parametrize("optimizer", ["Pounders", "TwoPointsDE"])
 def test_tuning_finds_a_limit_per_regime(optimizer):
     trace, starts, labels = two_regime_trace()
     res = tune_cache(
@@ -82,17 +82,16 @@ def test_tuning_finds_a_limit_per_regime(optimizer):
 
 def test_tuning_runs_in_a_process_pool_and_in_any_executor():
     trace, starts, labels = two_regime_trace()
-    kw = {"labels": labels, "window_starts_s": starts, "objective": OBJ, "store": STORE, "budget": 60}
-    kw["optimizer"] = "TwoPointsDE"
+    kw = {"labels": labels, "window_starts_s": starts, "objective": OBJ, "store": STORE, "budget": 40}
     pooled = tune_cache(trace, workers=2, **kw)  # the default: a local process pool
     with ThreadPoolExecutor(2) as ex:
         threaded = tune_cache(trace, executor=ex, workers=2, **kw)
-    # same seed, same batches of two: the executor changes where, not what, is evaluated
-    assert [e.params for e in pooled.evaluations] == [e.params for e in threaded.evaluations]
-    assert [e.value for e in pooled.evaluations] == [e.value for e in threaded.evaluations]
-    assert len(pooled.evaluations) == 60
-    limits = {r: p.cache.limit_keys for r, p in pooled.policy_file.regimes.items()}
-    assert limits[0] >= 200 > limits[1] and pooled.best.efficiency >= 0.95
+    for res in (pooled, threaded):
+        assert len(res.evaluations) == 40 and not any(e.failed for e in res.evaluations)
+        limits = {r: p.cache.limit_keys for r, p in res.policy_file.regimes.items()}
+        assert limits[0] >= 200 > limits[1] and res.best.efficiency >= 0.95
+        # better than any warm start (uniform limits, the paper's policy)
+        assert res.report["best"]["objective"] < min(e.value for e in res.evaluations[:4])
 
 
 def test_switch_at_a_time_is_tried():
@@ -107,12 +106,16 @@ def test_switch_at_a_time_is_tried():
     assert res.best_params["switch"] in {"time", "high_watermark_keys"}
 
 
-def test_space_round_trips_integer_key_counts():
-    space = CacheSpace(regime_ids=(0, 3), n_keys=150_000)
-    p = {"high_watermark_keys": 100_000, "limit_0": 10, "limit_3": 55_000}
-    assert space.decode(space.encode(p)) == p
-    lo, hi = space.bounds
-    assert space.decode(hi)["limit_3"] == 150_000 and space.decode(lo)["limit_0"] == 1
+def test_space_is_integer_key_counts_on_a_log_scale():
+    space = cache_space([0, 3], 150_000, init={"limit_3": 55_000})
+    assert space.names == ("high_watermark_keys", "limit_0", "limit_3")
+    assert all(p.integer and p.log and p.low == 1 and p.high == 150_000 for p in space.params)
+    assert space.params[2].init == 55_000
+    assert space.cast({"high_watermark_keys": 99.6, "limit_0": 1.2, "limit_3": 2e5}) == {
+        "high_watermark_keys": 100,
+        "limit_0": 1,
+        "limit_3": 150_000,
+    }
 
 
 def test_bad_session_inputs():

@@ -14,9 +14,7 @@ state) and a report with the hand-set baselines beside the tuned policy.
 
 from __future__ import annotations
 
-import math
 import os
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from regimetune.models.errors import ConfigError, InputError, TuningError
 from regimetune.tuner.cache import CacheResult, CacheTrace, RegimePolicy, StoreModel, simulate
 from regimetune.tuner.cache.sim import DEFAULT_VALUE_SIZE
 from regimetune.tuner.objectives import CacheObjective, memory_fraction
+from regimetune.tuner.optim import Param, Space, available_optimizers, minimize
 
 DEFAULT_OPTIMIZER = "Pounders"
 PAPER_HIGH_WATERMARK = 100_000
@@ -39,35 +38,29 @@ PAPER_LIMIT = 10_000
 # --- the search space --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CacheSpace:
-    """``x[0] = log10 H``, ``x[1 + i] = log10 n`` of regime ``regime_ids[i]``; all within
-    ``[0, log10(n_keys)]`` (a limit beyond the keyspace is no limit)."""
+def cache_space(regime_ids: Sequence[int], n_keys: int, *, init: Mapping[str, float] | None = None) -> Space:
+    """The search space: ``high_watermark_keys`` (H) and ``limit_<r>`` per regime id, integer
+    key counts on a log scale within ``[1, n_keys]`` (a limit beyond the keyspace is no limit).
 
-    regime_ids: tuple[int, ...]
-    n_keys: int
-
-    @property
-    def dim(self) -> int:
-        return 1 + len(self.regime_ids)
-
-    @property
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        hi = max(math.log10(max(self.n_keys, 2)), 0.5)
-        return np.zeros(self.dim), np.full(self.dim, hi)
-
-    def decode(self, x: Sequence[float]) -> dict[str, int]:
-        lo, hi = self.bounds
-        v = np.clip(np.asarray(x, dtype=np.float64), lo, hi)
-        keys = np.maximum(np.rint(10.0**v), 1).astype(np.int64)
-        out = {"high_watermark_keys": int(keys[0])}
-        out.update({f"limit_{r}": int(n) for r, n in zip(self.regime_ids, keys[1:], strict=True)})
-        return out
-
-    def encode(self, params: Mapping[str, float]) -> np.ndarray:
-        lo, hi = self.bounds
-        vals = [params["high_watermark_keys"], *(params[f"limit_{r}"] for r in self.regime_ids)]
-        return np.clip(np.log10(np.maximum(np.asarray(vals, dtype=np.float64), 1.0)), lo, hi)
+    >>> [p.name for p in cache_space([0, 2], 1000).params]
+    ['high_watermark_keys', 'limit_0', 'limit_2']
+    """
+    hi = float(max(n_keys, 2))
+    names = ["high_watermark_keys", *(f"limit_{r}" for r in regime_ids)]
+    init = init or {}
+    return Space(
+        [
+            Param(
+                n,
+                1.0,
+                hi,
+                integer=True,
+                log=True,
+                init=min(max(float(init[n]), 1.0), hi) if n in init else None,
+            )
+            for n in names
+        ]
+    )
 
 
 def regime_cache_policies(
@@ -96,14 +89,14 @@ class _Problem:
     trace: CacheTrace
     labels: np.ndarray
     window_starts_s: np.ndarray
-    space: CacheSpace
+    regime_ids: tuple[int, ...]
     objective: CacheObjective
     store: StoreModel
     value_size: int
     unlimited: CacheResult
 
     def policy(self, params: Mapping[str, float], switch_time_s: float | None = None) -> RegimePolicy:
-        pols = regime_cache_policies(params, self.space.regime_ids, switch_time_s=switch_time_s)
+        pols = regime_cache_policies(params, self.regime_ids, switch_time_s=switch_time_s)
         return RegimePolicy(
             policies=pols,
             window_starts_s=self.window_starts_s,
@@ -114,9 +107,9 @@ class _Problem:
     def run(self, policy: Any) -> CacheResult:
         return simulate(self.trace, policy, store=self.store, value_size=self.value_size)
 
-    def residuals(self, x: Sequence[float]) -> tuple[np.ndarray, CacheResult]:
-        res = self.run(self.policy(self.space.decode(x)))
-        return self.objective.of(res, self.unlimited), res
+    def residuals(self, params: Mapping[str, float]) -> np.ndarray:
+        res = self.run(self.policy(params))
+        return self.objective.of(res, self.unlimited)
 
 
 _WORKER_PROBLEM: _Problem | None = None
@@ -127,27 +120,20 @@ def _init_worker(problem: _Problem) -> None:
     _WORKER_PROBLEM = problem
 
 
-def _evaluate_in_worker(x: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+def _residuals_in_worker(params: dict[str, float]) -> np.ndarray:
+    """Objective for a pool started with ``_init_worker``: the trace crossed over once."""
     if _WORKER_PROBLEM is None:  # pragma: no cover - a pool without the initializer
         raise TuningError("worker has no tuning problem")
-    r, res = _WORKER_PROBLEM.residuals(x)
-    return r, _brief(res, _WORKER_PROBLEM.unlimited)
+    return _WORKER_PROBLEM.residuals(params)
 
 
-def _evaluate_with(problem: _Problem, x: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
-    r, res = problem.residuals(x)
-    return r, _brief(res, problem.unlimited)
+def _residuals_with(problem: _Problem, params: dict[str, float]) -> np.ndarray:
+    return problem.residuals(params)
 
 
-def _brief(res: CacheResult, unlimited: CacheResult) -> dict[str, float]:
-    return {"efficiency": res.efficiency, "memory_fraction": memory_fraction(res, unlimited)}
-
-
-def _meets(objective: CacheObjective, brief: Mapping[str, float]) -> bool:
-    return (
-        brief["efficiency"] >= objective.efficiency_target
-        and brief["memory_fraction"] <= objective.memory_budget
-    )
+def _meets(residuals: Sequence[float] | None) -> bool:
+    """Both constraints hold: their hinge residuals are zero (see ``CacheObjective``)."""
+    return residuals is not None and residuals[0] == 0.0 and residuals[1] == 0.0
 
 
 def _default_of(pols: Mapping[int, CachePolicy]) -> CachePolicy:
@@ -155,75 +141,6 @@ def _default_of(pols: Mapping[int, CachePolicy]) -> CachePolicy:
     if not pols:
         return CachePolicy()
     return max(pols.values(), key=lambda p: p.limit_keys or 0)
-
-
-# --- optimizers ------------------------------------------------------------------------------
-
-
-class _Asker:
-    """One ask/tell interface over the project's POUNDERS solver and nevergrad's optimizers."""
-
-    def __init__(self, name: str, space: CacheSpace, x0: np.ndarray, budget: int, workers: int, seed: int):
-        lo, hi = space.bounds
-        self.least_squares = False
-        self._ng = None
-        self.name = name
-        if name.lower() == "pounders":
-            try:
-                from regimetune.tuner.optim.pounders import PoundersSolver
-            except ImportError:
-                PoundersSolver = None
-            if PoundersSolver is not None:
-                self._solver = PoundersSolver(x0, lo, hi, seed=seed)
-                self.least_squares = True
-                self.name = "Pounders"
-                return
-            name = self.name = "TwoPointsDE"  # until the project's POUNDERS is importable
-        import nevergrad as ng
-
-        try:
-            cls = ng.optimizers.registry[name]
-        except KeyError:
-            raise ConfigError(
-                f"unknown optimizer {name!r}; use 'Pounders' or a nevergrad optimizer name such as "
-                "'TwoPointsDE', 'OnePlusOne', 'CMA', 'NGOpt'"
-            ) from None
-        param = ng.p.Array(init=x0, lower=lo, upper=hi)
-        param.random_state = np.random.RandomState(seed)
-        self._ng = cls(parametrization=param, budget=budget, num_workers=max(workers, 1))
-        self._pending: dict[int, Any] = {}
-
-    def suggest(self, x: np.ndarray) -> None:
-        if self._ng is not None:
-            self._ng.suggest(x)
-
-    def ask(self) -> np.ndarray:
-        if self._ng is None:
-            return np.asarray(self._solver.ask(), dtype=np.float64)
-        import nevergrad as ng
-
-        with warnings.catch_warnings():
-            # a converged inner optimizer keeps answering with random points: fine here
-            warnings.simplefilter("ignore", ng.errors.FinishedUnderlyingOptimizerWarning)
-            try:
-                cand = self._ng.ask()
-            except RuntimeError as exc:  # a recast optimizer (e.g. scipy's) that failed
-                raise TuningError(f"optimizer {self.name} failed: {exc}") from exc
-        x = np.asarray(cand.value, dtype=np.float64)
-        self._pending[id(x)] = cand
-        return x
-
-    def tell(self, x: np.ndarray, residuals: np.ndarray | None) -> None:
-        if self._ng is None:
-            self._solver.tell(x, residuals)
-            return
-        cand = self._pending.pop(id(x))
-        loss = float(np.dot(residuals, residuals)) if residuals is not None else float("inf")
-        self._ng.tell(cand, loss)
-
-    @property
-    def done(self) -> bool:
-        return self._ng is None and bool(self._solver.done)
 
 
 # --- the session ---------------------------------------------------------------------------
@@ -243,15 +160,25 @@ class CacheTuning:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def _warm_starts(space: CacheSpace, trace: CacheTrace, suggested_keys: int | None) -> list[np.ndarray]:
-    k = space.n_keys
-    ids = space.regime_ids
+def _warm_starts(
+    regime_ids: Sequence[int], n_keys: int, suggested_keys: int | None
+) -> list[dict[str, float]]:
+    """Uniform limits (the K-means suggestion, the paper's 10K, a 30th of the keyspace, 300
+    keys) from the start, and the paper's "100K then 10K"; clipped to the keyspace."""
     picks: list[dict[str, float]] = []
-    for n in (suggested_keys, PAPER_LIMIT, max(k // 30, 1), 300):
+    for n in (suggested_keys, PAPER_LIMIT, max(n_keys // 30, 1), 300):
         if n:
-            picks.append({"high_watermark_keys": 1, **{f"limit_{r}": n for r in ids}})
-    picks.append({"high_watermark_keys": PAPER_HIGH_WATERMARK, **{f"limit_{r}": PAPER_LIMIT for r in ids}})
-    return [space.encode(p) for p in picks]
+            picks.append({"high_watermark_keys": 1, **{f"limit_{r}": n for r in regime_ids}})
+    picks.append(
+        {"high_watermark_keys": PAPER_HIGH_WATERMARK, **{f"limit_{r}": PAPER_LIMIT for r in regime_ids}}
+    )
+    hi = max(n_keys, 2)
+    out = []
+    for p in picks:
+        q = {k: float(min(max(int(v), 1), hi)) for k, v in p.items()}
+        if q not in out:
+            out.append(q)
+    return out
 
 
 def tune_cache(
@@ -294,61 +221,54 @@ def tune_cache(
     ids = tuple(sorted({int(v) for v in lab.tolist() if v >= 0}))
     if not ids:
         raise InputError("no regime labels to tune for (all windows are unlabelled)")
-    space = CacheSpace(regime_ids=ids, n_keys=trace.n_keys)
+    if optimizer not in available_optimizers():
+        raise ConfigError(
+            f"unknown optimizer {optimizer!r}; use 'Pounders' (default) or a nevergrad optimizer such as "
+            "'TwoPointsDE', 'OnePlusOne', 'CMA', 'NGOpt'"
+        )
     unlimited = simulate(trace, CachePolicy(), store=store, value_size=value_size)
-    problem = _Problem(trace, lab, starts, space, objective, store, value_size, unlimited)
+    problem = _Problem(trace, lab, starts, ids, objective, store, value_size, unlimited)
+    warm = _warm_starts(ids, trace.n_keys, suggested_keys)[: max(budget - 1, 1)]
+    space = cache_space(ids, trace.n_keys, init=warm[0])
 
     n_workers = min(2, os.cpu_count() or 1) if workers is None else workers
     own_pool = executor is None and n_workers > 0
     if own_pool:
         executor = ProcessPoolExecutor(max_workers=n_workers, initializer=_init_worker, initargs=(problem,))
-        task: Callable[[np.ndarray], tuple[np.ndarray, dict[str, float]]] = _evaluate_in_worker
+        task: Callable[[dict[str, float]], np.ndarray] = _residuals_in_worker
     else:
-        task = partial(_evaluate_with, problem)
-    batch = max(n_workers, 1)
-
-    warm = _warm_starts(space, trace, suggested_keys)
-    x0 = warm[0]
-    asker = _Asker(optimizer, space, x0, budget, batch, seed)
-    for x in warm[1:]:
-        asker.suggest(x)
-    evaluations: list[Evaluation] = []
-    best: tuple[tuple[float, float], np.ndarray] | None = None
-    queue = list(warm[1:]) if asker.least_squares else []
+        task = partial(_residuals_with, problem)
     try:
-        while len(evaluations) < budget and not asker.done:
-            k = min(batch, budget - len(evaluations))
-            xs = []
-            for _ in range(k):
-                # warm starts go first for solvers that cannot be told suggestions
-                xs.append(queue.pop(0) if queue else asker.ask())
-            if executor is None:
-                outs = [task(x) for x in xs]
-            else:
-                outs = [f.result() for f in [executor.submit(task, x) for x in xs]]
-            for x, (r, brief) in zip(xs, outs, strict=True):
-                asker.tell(x, r)
-                value = objective.value(r)
-                evaluations.append(
-                    Evaluation(
-                        params={k: float(v) for k, v in space.decode(x).items()},
-                        residuals=tuple(float(v) for v in r),
-                        value=value,
-                    )
-                )
-                # the best evaluation meets both constraints if any does, then the least value
-                rank = (0.0 if _meets(objective, brief) else 1.0, value)
-                if best is None or rank < best[0]:
-                    best = (rank, np.asarray(x))
-            if progress is not None:
-                progress(len(evaluations), budget)
+        # the warm starts are evaluated here (they count against the budget) and told to the
+        # optimizer, so it starts from the best of the hand-set policies
+        if executor is None:
+            warm_r = [task(p) for p in warm]
+        else:
+            warm_r = [f.result() for f in [executor.submit(task, p) for p in warm]]
+        if progress is not None:
+            progress(len(warm), budget)
+        run = minimize(
+            task,
+            space,
+            budget=max(budget - len(warm), 1),
+            optimizer=optimizer,
+            executor=executor,
+            num_workers=max(n_workers, 1) if executor is not None else None,
+            warm_start=list(zip(warm, warm_r, strict=True)),
+            seed=seed,
+            progress=None if progress is None else lambda done, _b, _v: progress(len(warm) + done, budget),
+        )
     finally:
         if own_pool and executor is not None:
             executor.shutdown()
-    if best is None:  # pragma: no cover - budget >= 1 guarantees an evaluation
-        raise TuningError("no evaluation finished")
-
-    params = space.decode(best[1])
+    evaluations = [
+        Evaluation(params=p, residuals=tuple(float(v) for v in r), value=objective.value(r))
+        for p, r in zip(warm, warm_r, strict=True)
+    ] + list(run.evaluations)
+    # the best evaluation meets both constraints if any does, then has the least value
+    ok = [e for e in evaluations if not e.failed]
+    best = min(ok, key=lambda e: (not _meets(e.residuals), e.value))
+    params = {k: int(v) for k, v in best.params.items()}
     best_policy = problem.policy(params)
     best_res = problem.run(best_policy)
     switch_kind: dict[str, Any] = {
@@ -388,7 +308,7 @@ def tune_cache(
         }
 
     report = {
-        "optimizer": asker.name,
+        "optimizer": run.optimizer,
         "budget": budget,
         "n_evaluations": len(evaluations),
         "objective": objective.get_params(),
@@ -477,7 +397,7 @@ def tune_cache_batches(
 
 __all__ = [
     "DEFAULT_OPTIMIZER",
-    "CacheSpace",
+    "cache_space",
     "CacheTuning",
     "paper_baselines",
     "regime_cache_policies",
