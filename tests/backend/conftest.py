@@ -61,7 +61,7 @@ class BackendProcess:
 
     def start(self, timeout: float = 30.0) -> None:
         cmd = [
-            sys.executable, "-m", "regimetune.cli.main", "backend",
+            sys.executable, "-m", "regimetune.backend",
             "--port", str(self.port), "--state", str(self.state), *self.args,
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("REGIMETUNE_BACKEND_")}

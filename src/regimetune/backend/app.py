@@ -6,6 +6,8 @@ one-line ``detail`` and a ``code``, never a 500.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -76,13 +78,21 @@ def _validation(exc: RequestValidationError) -> JSONResponse:
 def create_app(settings: BackendSettings, *, planner: Planner | None = None) -> FastAPI:
     """The app over the state file of ``settings``; ``planner`` replaces the Pufferscale
     planner (tests)."""
+    service = ReferenceService(settings, planner=planner)
+    service.store.current_policy()  # open (and create) the state file now: fail fast
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        service.store.close()
+
     app = FastAPI(
         title="regimetune reference rescaling backend",
         version="1",
         description=DESCRIPTION,
+        lifespan=lifespan,
     )
-    app.state.service = ReferenceService(settings, planner=planner)
-    app.state.service.store.current_policy()  # open (and create) the state file now: fail fast
+    app.state.service = service
 
     @app.exception_handler(RegimetuneError)
     async def _regimetune_error(request: Request, exc: RegimetuneError) -> JSONResponse:

@@ -13,8 +13,9 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -58,18 +59,32 @@ class StateStore:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self._ready = False
+        self._lock = threading.RLock()
+        self._con: sqlite3.Connection | None = None
+
+    def _open(self) -> sqlite3.Connection:
+        """One connection, kept open (closing the last one checkpoints the WAL each time),
+        shared by the threads of this process under a lock."""
+        if self._con is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=FULL")
+                con.executescript(_SCHEMA)
+            except (sqlite3.Error, OSError) as exc:
+                raise ConfigError(f"cannot open backend state {self.path}: {exc}") from exc
+            self._con = con
+        return self._con
 
     @contextmanager
     def _connect(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
-        if not self._ready:
-            self._init()
-        with closing(sqlite3.connect(self.path, timeout=30.0, isolation_level=None)) as con:
-            con.execute("PRAGMA synchronous=FULL")
+        with self._lock:
+            con = self._open()
             if not write:
                 yield con
                 return
-            con.execute("BEGIN IMMEDIATE")
+            con.execute("BEGIN IMMEDIATE")  # also serialises writers of other processes
             try:
                 yield con
             except BaseException:
@@ -77,15 +92,11 @@ class StateStore:
                 raise
             con.execute("COMMIT")
 
-    def _init(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(sqlite3.connect(self.path, timeout=30.0, isolation_level=None)) as con:
-                con.execute("PRAGMA journal_mode=WAL")
-                con.executescript(_SCHEMA)
-        except (sqlite3.Error, OSError) as exc:
-            raise ConfigError(f"cannot open backend state {self.path}: {exc}") from exc
-        self._ready = True
+    def close(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
 
     # -- policies --------------------------------------------------------------------------
     def current_policy(self) -> PolicyVersion | None:

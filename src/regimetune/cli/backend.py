@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import threading
 from pathlib import Path
 
 import typer
@@ -42,6 +44,9 @@ def backend(
                 f"keeping the placement in {settings.state} (revision {existing.revision}, "
                 f"{len(existing.servers)} servers); --servers is ignored"
             )
+    # Load the planner (numba, and the tuner package) in the background: /healthz answers at
+    # once, and the first rescale order does not pay for the import.
+    threading.Thread(target=importlib.import_module, args=("regimetune.tuner.rescale",), daemon=True).start()
     console.print(f"reference backend on http://{settings.host}:{settings.port} (state {settings.state})")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level)
 
