@@ -79,23 +79,43 @@ class Validator:
         return cols
 
 
+def _code_of(value: object, read_ops: frozenset[str], write_ops: frozenset[str]) -> int:
+    """``Op`` code of one op value, or -1 when it is neither a read nor a write op."""
+    if value is None:
+        return -1
+    v = str(value).strip().lower()
+    return int(Op.READ) if v in read_ops else int(Op.WRITE) if v in write_ops else -1
+
+
 def op_codes(
     col: pa.Array | pa.ChunkedArray, read_ops: frozenset[str], write_ops: frozenset[str]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Map an op column (strings or integers) to ``Op`` codes; returns ``(codes, unknown)``."""
-    if pa.types.is_integer(col.type) or not (
-        pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-    ):
-        col = pc.cast(col, pa.string())
-    ops = sorted(read_ops) + sorted(write_ops)
-    idx = pc.index_in(pc.utf8_lower(pc.utf8_trim_whitespace(col)), value_set=pa.array(ops))
-    arr = np.asarray(idx.to_numpy(zero_copy_only=False))
-    nulls = np.asarray(pc.is_null(idx).to_numpy(zero_copy_only=False), dtype=bool)
-    lut = np.array([int(Op.READ)] * len(read_ops) + [int(Op.WRITE)] * len(write_ops), dtype=np.uint8)
-    codes = np.zeros(len(arr), dtype=np.uint8)
-    ok = ~nulls
-    codes[ok] = lut[arr[ok].astype(np.int64)]
-    return codes, nulls
+    """Map an op column (strings, dictionary-encoded strings or integers) to ``Op`` codes;
+    returns ``(codes, unknown)``. Only the distinct values are looked at in Python."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_integer(col.type) and not col.null_count:
+        arr = col.to_numpy()
+        lo, hi = (int(arr.min()), int(arr.max())) if len(arr) else (0, 0)
+        if hi - lo < 1 << 16:
+            present = np.flatnonzero(np.bincount((arr - lo).astype(np.int64), minlength=hi - lo + 1))
+            lut = np.full(hi - lo + 1, -1, dtype=np.int8)
+            for v in present.tolist():
+                lut[v] = _code_of(v + lo, read_ops, write_ops)
+            c = lut[(arr - lo).astype(np.int64)]
+        else:
+            uniq, inv = np.unique(arr, return_inverse=True)
+            lut = np.array([_code_of(int(u), read_ops, write_ops) for u in uniq.tolist()], dtype=np.int8)
+            c = lut[inv]
+    else:
+        if not pa.types.is_dictionary(col.type):
+            col = pc.dictionary_encode(pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col)
+        words = col.dictionary.to_pylist()
+        lut = np.array([_code_of(w, read_ops, write_ops) for w in words] + [-1], dtype=np.int8)
+        idx = col.indices.fill_null(len(words)).to_numpy(zero_copy_only=False)
+        c = lut[np.asarray(idx, dtype=np.int64)]
+    unknown = c < 0
+    return np.where(unknown, 0, c).astype(np.uint8), unknown
 
 
 def to_batch(cols: dict[str, np.ndarray]) -> EventBatch:

@@ -251,7 +251,10 @@ class _TextFormat:
             return pa.table({r: v for r, v in got.items()})
         names = [f"c{i}" for i in range(self.n_cols)]
         by_idx = {int(i): r for r, i in self.roles.items()}
-        types = {f"c{i}": (pa.string() if r == "op" else _TYPES[r]) for i, r in by_idx.items()}
+        types = {
+            f"c{i}": (pa.dictionary(pa.int32(), pa.string()) if r == "op" else _TYPES[r])
+            for i, r in by_idx.items()
+        }
         t = pacsv.read_csv(
             io.BytesIO(block),
             read_options=pacsv.ReadOptions(

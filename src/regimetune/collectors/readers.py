@@ -17,6 +17,8 @@ naming the file and line (or byte offset), unless ``skip_bad`` allows dropping i
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,7 +68,9 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 class TraceReader:
     """An iterable of event batches over one trace file. Iterating again re-reads the file.
     After a full iteration ``bad_records`` holds how many records were skipped and ``records``
-    how many were read."""
+    how many were read. With ``prefetch > 0`` a background thread reads up to that many
+    batches ahead (parsing and decompression release the GIL, so reading overlaps with the
+    consumer's work); memory stays bounded by ``prefetch + 2`` batches."""
 
     def __init__(
         self,
@@ -76,8 +80,10 @@ class TraceReader:
         spec: TraceSpec | None = None,
         skip_bad: int = 0,
         chunk_rows: int = 1 << 20,
+        prefetch: int = 2,
     ) -> None:
         self.path = Path(path)
+        self.prefetch = prefetch
         self.fmt = fmt
         self.spec = spec
         self.skip_bad = skip_bad
@@ -111,7 +117,7 @@ class TraceReader:
         else:
             it = _iter_oracle(self.path, spec, val, self.chunk_rows)
         try:
-            for batch in it:
+            for batch in _prefetch(it, self.prefetch) if self.prefetch else it:
                 self.records += len(batch)
                 self.bad_records = val.bad
                 yield batch
@@ -131,6 +137,46 @@ def read_trace(
     return TraceReader(path, fmt=fmt, spec=spec, skip_bad=skip_bad, chunk_rows=chunk_rows)
 
 
+def _prefetch(it: Iterator[EventBatch], depth: int) -> Iterator[EventBatch]:
+    """Run ``it`` in a thread, ``depth`` items ahead; its exceptions re-raise here."""
+    q: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # handed to the consumer
+            q.put(("error", exc))
+
+    t = threading.Thread(target=work, name="regimetune-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, val = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                assert isinstance(val, BaseException)
+                raise val
+            yield val  # type: ignore[misc]
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(timeout=0.05)
+
+
 # -- parquet -----------------------------------------------------------------------------------
 
 
@@ -148,22 +194,28 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
         batches = pf.iter_batches(batch_size=chunk_rows, columns=cols_needed)
         for rb in batches:
             cols: dict[str, np.ndarray] = {}
-            bad = np.zeros(rb.num_rows, dtype=bool)
-            why = np.full(rb.num_rows, "", dtype=object)
+            flags: list[tuple[np.ndarray, str]] = []
             for role, i in roles.items():
                 col = rb.column(names[i])
-                isnull = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
                 if role == "op":
                     codes, unknown = op_codes(col, spec.read_ops, spec.write_ops)
-                    _flag(bad, why, unknown, "unknown op")
+                    if unknown.any():
+                        flags.append((unknown, "unknown op"))
                     cols["op"] = codes
                     continue
-                arr = col.fill_null(0).to_numpy(zero_copy_only=False) if col.null_count else col.to_numpy()
-                arr = np.asarray(arr)
-                _flag(bad, why, isnull, f"missing {role}")
-                cols[role] = _cast(role, arr, bad, why)
+                if col.null_count:
+                    isnull = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+                    flags.append((isnull, f"missing {role}"))
+                    col = col.fill_null(0)
+                cols[role] = _cast(role, np.asarray(col.to_numpy(zero_copy_only=False)), flags)
             cols["ts"] = spec.to_seconds(cols["ts"])
-            reasons = [f"record {row0 + j + 1}: {why[j]}" for j in np.flatnonzero(bad).tolist()]
+            bad = np.zeros(rb.num_rows, dtype=bool)
+            for m, _ in flags:
+                bad |= m
+            reasons = []
+            for j in np.flatnonzero(bad).tolist():
+                why = next(r for m, r in flags if m[j])
+                reasons.append(f"record {row0 + j + 1}: {why}")
             where = np.arange(row0 + 1, row0 + rb.num_rows + 1)
             out = val.screen(cols, bad, reasons, where, kind="line")
             row0 += rb.num_rows
@@ -175,12 +227,6 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
         ) from exc
 
 
-def _flag(bad: np.ndarray, why: np.ndarray, mask: np.ndarray, reason: str) -> None:
-    new = mask & ~bad
-    why[new] = reason
-    bad |= mask
-
-
 _RANGES = {
     "key": (0, 2**64 - 1),
     "size": (0, 2**32 - 1),
@@ -190,25 +236,30 @@ _RANGES = {
 _DT = {"key": np.uint64, "size": np.uint32, "bucket": np.int32, "label": np.int16}
 
 
-def _cast(role: str, arr: np.ndarray, bad: np.ndarray, why: np.ndarray) -> np.ndarray:
+def _cast(role: str, arr: np.ndarray, flags: list[tuple[np.ndarray, str]]) -> np.ndarray:
+    """Cast a Parquet column to the event dtype, flagging values that do not fit."""
     if role == "ts":
         if not np.issubdtype(arr.dtype, np.number):
             raise InputError(f"ts column has type {arr.dtype}, expected numbers")
-        ts = arr.astype(np.float64)
-        _flag(bad, why, ~np.isfinite(ts), "timestamp is not finite")
-        return np.where(np.isfinite(ts), ts, 0.0)
-    if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating):
-            _flag(bad, why, ~np.isfinite(arr) | (arr != np.round(arr)), f"{role} is not an integer")
-            arr = np.where(np.isfinite(arr), arr, 0)
-        else:
-            raise InputError(f"{role} column has type {arr.dtype}, expected integers")
+        ts = arr.astype(np.float64, copy=False)
+        fin = np.isfinite(ts)
+        if not fin.all():
+            flags.append((~fin, "timestamp is not finite"))
+            ts = np.where(fin, ts, 0.0)
+        return ts
+    if np.issubdtype(arr.dtype, np.floating):
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
+            flags.append((bad, f"{role} is not an integer"))
+            arr = np.where(bad, 0, arr)
+    elif not np.issubdtype(arr.dtype, np.integer):
+        raise InputError(f"{role} column has type {arr.dtype}, expected integers")
     lo, hi = _RANGES[role]
-    if np.issubdtype(arr.dtype, np.signedinteger) or np.issubdtype(arr.dtype, np.floating):
-        out_of = (arr < lo) | (arr > hi) if lo < 0 or arr.dtype.kind == "f" else arr < 0
-        _flag(bad, why, out_of, f"{role} out of range")
+    if len(arr) and (arr.min() < lo or arr.max() > hi):
+        out_of = (arr < lo) | (arr > hi)
+        flags.append((out_of, f"{role} out of range"))
         arr = np.where(out_of, 0, arr)
-    return arr.astype(_DT[role])
+    return arr.astype(_DT[role], copy=False)
 
 
 # -- oracleGeneral -------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from regimetune.collectors._hashing import KeySet, bucket_of, window_stats
 from regimetune.models.errors import ConfigError, InputError
 from regimetune.models.events import NO_LABEL, EventBatch, Op
-from regimetune.models.windows import WindowFrame, WindowStats
+from regimetune.models.windows import SCALAR_COLUMNS, WindowFrame, WindowStats
 
 _COMPACT_AT = 1 << 22  # raw keys buffered in the open window before they are folded into counts
 HLL_LG_K = 14
@@ -150,10 +150,17 @@ class WindowAggregator:
     # -- input ----------------------------------------------------------------------------------
     def push(self, batch: EventBatch) -> list[WindowStats]:
         """Add a batch of events; returns the windows that ended before its last event."""
+        cols = self.push_columns(batch)
+        return _records(cols) if cols is not None else []
+
+    def push_columns(self, batch: EventBatch) -> dict[str, np.ndarray] | None:
+        """Like :meth:`push`, but the closed windows come as columns (``SCALAR_COLUMNS`` plus
+        ``bucket_load``/``bucket_bytes`` matrices), or ``None`` when none closed: the fast path
+        for offline use, with no object per window."""
         if not isinstance(batch, EventBatch):
             raise InputError(f"push expects an EventBatch, got {type(batch).__name__}")
         if not len(batch):
-            return []
+            return None
         if not np.isfinite(batch.ts).all():
             raise InputError("event times must be finite")
         if not self._started:
@@ -161,7 +168,7 @@ class WindowAggregator:
         widx = np.maximum.accumulate(np.maximum(self._index(batch.ts), self._cur))
         last = int(widx[-1])
         split = int(np.searchsorted(widx, last, side="left"))
-        out = self._close_through(last, batch.slice(0, split), widx[:split]) if last > self._cur else []
+        out = self._close_through(last, batch.slice(0, split), widx[:split]) if last > self._cur else None
         self._add_open(batch.slice(split, len(batch)))
         return out
 
@@ -201,7 +208,7 @@ class WindowAggregator:
                 f"{self.origin_ + self._cur * self.window_s})"
             )
         out = (
-            self._close_through(idx, EventBatch.empty(), np.empty(0, dtype=np.int64))
+            _records(self._close_through(idx, EventBatch.empty(), np.empty(0, dtype=np.int64)))
             if idx > self._cur
             else []
         )
@@ -229,8 +236,13 @@ class WindowAggregator:
 
     def flush(self) -> list[WindowStats]:
         """Close the open window if anything arrived for it; later input starts after it."""
+        cols = self.flush_columns()
+        return _records(cols) if cols is not None else []
+
+    def flush_columns(self) -> dict[str, np.ndarray] | None:
+        """Like :meth:`flush`, as columns (see :meth:`push_columns`)."""
         if not self._started or self._open.empty:
-            return []
+            return None
         return self._close_through(self._cur + 1, EventBatch.empty(), np.empty(0, dtype=np.int64))
 
     # -- internals ------------------------------------------------------------------------------
@@ -261,20 +273,21 @@ class WindowAggregator:
             bk = np.where(unknown, bucket_of(b.key, self.n_buckets), bk)
         return bk
 
-    def _close_through(self, last: int, b: EventBatch, widx: np.ndarray) -> list[WindowStats]:
+    def _close_through(self, last: int, b: EventBatch, widx: np.ndarray) -> dict[str, np.ndarray]:
         """Close windows ``cur .. last-1``: the open window's data plus ``b`` (window ``widx``)."""
         o = self._open
         nwin = last - self._cur
         ok, ow = o.arrays()
         wloc_b = widx - self._cur
-        keys = np.concatenate([ok, b.key]) if len(ok) else b.key
-        weights = (
-            np.concatenate([ow, np.ones(len(b), dtype=np.int64)]) if len(ok) else np.ones(len(b), np.int64)
-        )
-        per = np.bincount(wloc_b, minlength=nwin)
-        per[0] += len(ok)
+        if len(ok):
+            keys = np.concatenate([ok, b.key])
+            weights = np.concatenate([ow, np.ones(len(b), dtype=np.int64)])
+        else:
+            keys, weights = b.key, np.ones(len(b), dtype=np.int64)
+        per_b = np.bincount(wloc_b, minlength=nwin)
         starts = np.zeros(nwin + 1, dtype=np.int64)
-        np.cumsum(per, out=starts[1:])
+        np.cumsum(per_b, out=starts[1:])
+        starts[1:] += len(ok)
         before = self.keyspace_size
         active, new, ent, top, first = window_stats(keys, weights, starts, self.top_k, self._seen)
         if self._seen is not None:
@@ -288,49 +301,57 @@ class WindowAggregator:
                     upd(k)
                 ks[w] = round(self._hll.get_estimate())
             exact = np.zeros(nwin, dtype=bool)
-        writes = np.bincount(wloc_b, weights=(b.op == Op.WRITE), minlength=nwin).astype(np.int64)
-        reads = np.bincount(wloc_b, minlength=nwin) - writes
+        writes = np.bincount(wloc_b[b.op == Op.WRITE], minlength=nwin)
+        reads = per_b - writes
         reads[0] += o.reads
         writes[0] += o.writes
-        labels = self._labels(b.label, wloc_b, nwin, o.labels)
-        load = np.zeros((nwin, self.n_buckets))
-        size = np.zeros((nwin, self.n_buckets))
-        if self.n_buckets:
-            flat = wloc_b * self.n_buckets + self._buckets(b)
-            load = (
-                np.bincount(flat, minlength=nwin * self.n_buckets).reshape(nwin, self.n_buckets).astype(float)
-            )
-            size = np.bincount(flat, weights=b.size, minlength=nwin * self.n_buckets).astype(float)
-            size = size.reshape(nwin, self.n_buckets)
+        labels = self._labels(b.label, wloc_b, per_b, o.labels)
+        nb = self.n_buckets
+        load = np.zeros((nwin, nb))
+        size = np.zeros((nwin, nb))
+        if nb:
+            flat = wloc_b * nb + self._buckets(b)
+            load = np.bincount(flat, minlength=nwin * nb).reshape(nwin, nb).astype(float)
+            size = np.bincount(flat, weights=b.size, minlength=nwin * nb).astype(float).reshape(nwin, nb)
             load[0] += o.load
             size[0] += o.bytes
-        out = [
-            WindowStats(
-                index=self._cur + w,
-                start=self.origin_ + (self._cur + w) * self.window_s,
-                length=float(self.window_s),
-                reads=int(reads[w]),
-                writes=int(writes[w]),
-                active_keys=int(active[w]),
-                keyspace_size=int(ks[w]),
-                topk_share=float(top[w]),
-                entropy=float(ent[w]),
-                label=int(labels[w]),
-                exact=bool(exact[w]),
-                bucket_load=tuple(load[w].tolist()),
-                bucket_bytes=tuple(size[w].tolist()),
-            )
-            for w in range(nwin)
-        ]
+        index = np.arange(self._cur, last, dtype=np.int64)
+        cols = {
+            "index": index,
+            "start": self.origin_ + index * float(self.window_s),
+            "length": np.full(nwin, float(self.window_s)),
+            "reads": reads.astype(np.int64),
+            "writes": writes.astype(np.int64),
+            "active_keys": active,
+            "keyspace_size": ks.astype(np.int64),
+            "topk_share": top,
+            "entropy": ent,
+            "label": labels.astype(np.int64),
+            "exact": exact,
+            "bucket_load": load,
+            "bucket_bytes": size,
+        }
         self._cur = last
         self._open = _Open(self.n_buckets)
         if self._seen is not None and len(self._seen) > self.exact_key_limit:
             self._to_sketch()
-        return out
+        return cols
 
     @staticmethod
-    def _labels(lab: np.ndarray, wloc: np.ndarray, nwin: int, open_labels: dict[int, int]) -> np.ndarray:
+    def _labels(
+        lab: np.ndarray, wloc: np.ndarray, per: np.ndarray, open_labels: dict[int, int]
+    ) -> np.ndarray:
         """Majority label per window (ties to the smallest label; -1 for an empty window)."""
+        nwin = len(per)
+        has = per > 0
+        has[0] |= sum(open_labels.values()) > 0
+        if len(lab) and lab[0] == lab[-1] and lab.min() == lab.max() and set(open_labels) <= {int(lab[0])}:
+            return np.where(has, int(lab[0]), NO_LABEL)  # one label throughout: the common case
+        if not len(lab) and len(open_labels) <= 1:
+            out = np.full(nwin, NO_LABEL, dtype=np.int64)
+            if open_labels:
+                out[0] = next(iter(open_labels))
+            return out
         vals = lab.astype(np.int64)
         extra = np.array(sorted(open_labels), dtype=np.int64)
         lo = int(min(vals.min(initial=NO_LABEL), extra.min(initial=NO_LABEL)))
@@ -364,6 +385,29 @@ class WindowAggregator:
         self._seen = None
 
 
+def _records(cols: dict[str, np.ndarray]) -> list[WindowStats]:
+    names = SCALAR_COLUMNS
+    lists = {n: cols[n].tolist() for n in names}
+    load, size = cols["bucket_load"].tolist(), cols["bucket_bytes"].tolist()
+    return [
+        WindowStats(
+            **{n: lists[n][w] for n in names}, bucket_load=tuple(load[w]), bucket_bytes=tuple(size[w])
+        )
+        for w in range(len(cols["index"]))
+    ]
+
+
+def frame_of(parts: list[dict[str, np.ndarray]], n_buckets: int) -> WindowFrame:
+    """Join column dicts from :meth:`WindowAggregator.push_columns` into one frame."""
+    if not parts:
+        raise InputError("the trace holds no events")
+    cols = {n: np.concatenate([p[n] for p in parts]) for n in SCALAR_COLUMNS}
+    n = len(cols["index"])
+    load = np.concatenate([p["bucket_load"] for p in parts]).reshape(n, n_buckets)
+    size = np.concatenate([p["bucket_bytes"] for p in parts]).reshape(n, n_buckets)
+    return WindowFrame(columns=cols, bucket_load=load, bucket_bytes=size)
+
+
 def window_frame(
     batches: Iterable[EventBatch],
     *,
@@ -376,18 +420,17 @@ def window_frame(
     """All windows of a stream of batches as one :class:`WindowFrame`. ``on_batch`` is called
     after each batch (e.g. to advance a progress bar)."""
     agg = WindowAggregator(window_s, top_k=top_k, exact_key_limit=exact_key_limit, n_buckets=n_buckets)
-    recs: list[WindowStats] = []
+    parts: list[dict[str, np.ndarray]] = []
     for b in batches:
-        recs.extend(agg.push(b))
+        cols = agg.push_columns(b)
+        if cols is not None:
+            parts.append(cols)
         if on_batch is not None:
             on_batch(b)
-    recs.extend(agg.flush())
-    if not recs:
-        raise InputError("the trace holds no events")
-    frame = WindowFrame.from_records(recs)
-    if n_buckets and frame.n_buckets != n_buckets:  # every record carries n_buckets entries
-        raise AssertionError("bucket matrix width mismatch")
-    return frame
+    last = agg.flush_columns()
+    if last is not None:
+        parts.append(last)
+    return frame_of(parts, n_buckets)
 
 
-__all__ = ["HLL_LG_K", "WindowAggregator", "window_frame"]
+__all__ = ["HLL_LG_K", "WindowAggregator", "frame_of", "window_frame"]

@@ -130,16 +130,36 @@ def _write_jsonl(batches: Iterable[EventBatch], p: Path) -> int:
     return n
 
 
+_ROW_GROUP = 1 << 20
+
+
 def _write_parquet(batches: Iterable[EventBatch], p: Path) -> int:
+    """Row groups of about a million events (small groups read slowly); dictionary encoding
+    only for the low-cardinality columns."""
     n = 0
     writer: pq.ParquetWriter | None = None
+    pending: list[pa.Table] = []
+    rows = 0
+
+    def flush() -> None:
+        nonlocal writer, pending, rows
+        t = pa.concat_tables(pending)
+        if writer is None:
+            writer = pq.ParquetWriter(
+                p, t.schema, compression="zstd", use_dictionary=["op", "size", "bucket", "label"]
+            )
+        writer.write_table(t, row_group_size=max(len(t), 1))
+        pending, rows = [], 0
+
     try:
         for b in batches:
-            t = _table(b, op_text=False)
-            if writer is None:
-                writer = pq.ParquetWriter(p, t.schema, compression="zstd")
-            writer.write_table(t, row_group_size=1 << 20)
+            pending.append(_table(b, op_text=False))
+            rows += len(b)
             n += len(b)
+            if rows >= _ROW_GROUP:
+                flush()
+        if pending:
+            flush()
         if writer is None:
             pq.write_table(_table(EventBatch.empty(), op_text=False), p)
     finally:
