@@ -191,7 +191,7 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
     cols_needed = [names[i] for i in roles.values()]
     row0 = 0
     try:
-        batches = pf.iter_batches(batch_size=chunk_rows, columns=cols_needed)
+        batches = pf.iter_batches(batch_size=chunk_rows, columns=cols_needed, use_threads=False)
         for rb in batches:
             cols: dict[str, np.ndarray] = {}
             flags: list[tuple[np.ndarray, str]] = []
