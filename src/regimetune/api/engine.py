@@ -71,6 +71,7 @@ class IngestResult:
     seq: int
     rows: int
     windows: tuple[WindowStats, ...]
+    duplicate: bool = False
 
 
 def _make_aggregator(settings: Settings) -> Any:
@@ -162,14 +163,23 @@ class Engine:
         return pf
 
     # -- ingest -------------------------------------------------------------------------------
-    def ingest(self, *, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> IngestResult:
+    def ingest(
+        self, *, kind: str, window_start: float, columns: dict[str, np.ndarray], client_key: str | None = None
+    ) -> IngestResult:
         """Make a batch durable, then apply it; returns its sequence number and the windows
-        it closed. Invalid input is refused before anything is stored."""
+        it closed. Invalid input is refused before anything is stored. A batch sent again with
+        the same ``client_key`` (the daemon's Idempotency-Key) is acknowledged, not applied."""
         if not self._started:
             raise ConfigError("engine not started")
-        self._validate(kind, window_start, columns)
         with self._lock:
-            seq = self.store.append_batch(kind=kind, window_start=window_start, columns=columns)
+            if client_key is not None:
+                known = self.store.batch_by_key(client_key)
+                if known is not None:
+                    return IngestResult(seq=known[0], rows=known[1], windows=(), duplicate=True)
+            self._validate(kind, window_start, columns)
+            seq = self.store.append_batch(
+                kind=kind, window_start=window_start, columns=columns, client_key=client_key
+            )
             self._last_seq = seq
             closed = self._apply(kind, window_start, columns)
         rows = max((len(c) for c in columns.values()), default=0)

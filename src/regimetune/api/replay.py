@@ -105,18 +105,27 @@ class IngestClient:
         acks = []
         for s in range(0, max(n, 1), max(step, 1)):
             e = min(s + step, n) if n else 0
-            acks.append(self.post_counts(wc.start, wc.keys[s:e], wc.reads[s:e], wc.writes[s:e]))
+            key = f"w{wc.start!r}-{s}"
+            acks.append(self.post_counts(wc.start, wc.keys[s:e], wc.reads[s:e], wc.writes[s:e], key=key))
         return acks
 
     def post_counts(
-        self, window_start: float, keys: np.ndarray, reads: np.ndarray, writes: np.ndarray | None = None
+        self,
+        window_start: float,
+        keys: np.ndarray,
+        reads: np.ndarray,
+        writes: np.ndarray | None = None,
+        *,
+        key: str | None = None,
     ) -> dict[str, Any]:
+        """Send one batch; ``key`` is its Idempotency-Key (resending it is harmless)."""
+        extra = {} if key is None else {"Idempotency-Key": key}
         if self.binary:
             r = self.client.post(
                 f"{self.base_url}/v1/ingest/counts",
                 params={"window_start": repr(float(window_start))},
                 content=encode_counts(keys, reads, writes),
-                headers={"Content-Type": COUNTS_MEDIA_TYPE, **self._headers()},
+                headers={"Content-Type": COUNTS_MEDIA_TYPE, **self._headers(), **extra},
             )
         else:
             body = {
@@ -127,7 +136,9 @@ class IngestClient:
                     "writes": None if writes is None else writes.tolist(),
                 },
             }
-            r = self.client.post(f"{self.base_url}/v1/ingest", json=body, headers=self._headers())
+            r = self.client.post(
+                f"{self.base_url}/v1/ingest", json=body, headers={**self._headers(), **extra}
+            )
         r.raise_for_status()
         return r.json()
 

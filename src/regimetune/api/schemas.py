@@ -60,11 +60,13 @@ class IngestIn(BaseModel):
 
 
 class IngestAck(BaseModel):
-    """The batch is durable under sequence number ``seq``."""
+    """The batch is durable under sequence number ``seq`` (``duplicate``: it was already,
+    under the same Idempotency-Key, and was not applied again)."""
 
     seq: int
     rows: int
     windows_closed: int
+    duplicate: bool = False
 
 
 class CurrentRegime(BaseModel):

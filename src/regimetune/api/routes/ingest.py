@@ -5,15 +5,30 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 
 from regimetune.api.auth import WriteAccess
 from regimetune.api.deps import EngineDep, SettingsDep
+from regimetune.api.engine import IngestResult
 from regimetune.api.routes._errors import WRITE, errors
 from regimetune.api.schemas import IngestAck, IngestIn
 from regimetune.models import InputError
 
 router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[WriteAccess])
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=128,
+        description="A daemon's id for the batch: a batch sent again with it is acknowledged once.",
+    ),
+]
+
+
+def _ack(res: IngestResult) -> IngestAck:
+    return IngestAck(seq=res.seq, rows=res.rows, windows_closed=len(res.windows), duplicate=res.duplicate)
+
 
 COUNTS_MEDIA_TYPE = "application/x-regimetune-counts"
 
@@ -49,7 +64,9 @@ def _buckets(body: IngestIn, n_buckets: int) -> dict[str, np.ndarray]:
     summary="Ingest per-key counts or raw events of a window (JSON, columnar arrays)",
     responses=errors(*WRITE, 413),
 )
-def ingest(body: IngestIn, engine: EngineDep, settings: SettingsDep) -> IngestAck:
+def ingest(
+    body: IngestIn, engine: EngineDep, settings: SettingsDep, idempotency_key: IdempotencyKey = None
+) -> IngestAck:
     """Answers once the batch is committed to the store with its sequence number."""
     if (body.counts is None) == (body.events is None):
         raise InputError("a batch holds exactly one of 'counts' and 'events'")
@@ -84,8 +101,10 @@ def ingest(body: IngestIn, engine: EngineDep, settings: SettingsDep) -> IngestAc
         if n and (np.diff(cols["ts"]) < 0).any():
             raise InputError("events must be in time order")
         kind = "events"
-    res = engine.ingest(kind=kind, window_start=body.window_start, columns=cols | buckets)
-    return IngestAck(seq=res.seq, rows=res.rows, windows_closed=len(res.windows))
+    res = engine.ingest(
+        kind=kind, window_start=body.window_start, columns=cols | buckets, client_key=idempotency_key
+    )
+    return _ack(res)
 
 
 @router.post(
@@ -107,6 +126,7 @@ async def ingest_counts(
     engine: EngineDep,
     settings: SettingsDep,
     window_start: Annotated[float, Query(ge=0, allow_inf_nan=False)],
+    idempotency_key: IdempotencyKey = None,
 ) -> IngestAck:
     """The fast path for large windows: columns as raw little-endian arrays."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip()
@@ -127,5 +147,7 @@ async def ingest_counts(
     }
     from starlette.concurrency import run_in_threadpool
 
-    res = await run_in_threadpool(engine.ingest, kind="counts", window_start=window_start, columns=cols)
-    return IngestAck(seq=res.seq, rows=res.rows, windows_closed=len(res.windows))
+    res = await run_in_threadpool(
+        engine.ingest, kind="counts", window_start=window_start, columns=cols, client_key=idempotency_key
+    )
+    return _ack(res)

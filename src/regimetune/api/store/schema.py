@@ -14,6 +14,7 @@ ingest_batches = sa.Table(
     sa.Column("received_at", sa.Float, nullable=False),
     sa.Column("window_start", sa.Float, nullable=False),
     sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("client_key", sa.String(128), nullable=True, unique=True),
     sa.Column("n_rows", sa.Integer, nullable=False),
     sa.Column("payload", sa.LargeBinary, nullable=False),
 )

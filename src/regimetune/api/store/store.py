@@ -139,7 +139,9 @@ class Store:
             return False
 
     # -- ingest -----------------------------------------------------------------------------
-    def append_batch(self, *, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> int:
+    def append_batch(
+        self, *, kind: str, window_start: float, columns: dict[str, np.ndarray], client_key: str | None = None
+    ) -> int:
         """Persist a batch; returns its sequence number once committed."""
         n = max((len(c) for c in columns.values()), default=0)
         with self._engine.begin() as conn:
@@ -148,11 +150,22 @@ class Store:
                     received_at=time.time(),
                     window_start=window_start,
                     kind=kind,
+                    client_key=client_key,
                     n_rows=n,
                     payload=pack_columns(columns),
                 )
             )
             return int(res.inserted_primary_key[0])
+
+    def batch_by_key(self, client_key: str) -> tuple[int, int] | None:
+        """(sequence number, rows) of the batch sent with ``client_key``, if any."""
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.ingest_batches.c.seq, t.ingest_batches.c.n_rows).where(
+                    t.ingest_batches.c.client_key == client_key
+                )
+            ).first()
+        return None if row is None else (int(row.seq), int(row.n_rows))
 
     def batches_after(self, seq: int, *, chunk: int = 64) -> Iterator[StoredBatch]:
         """Batches with a sequence number above ``seq``, in order."""

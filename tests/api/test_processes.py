@@ -1,0 +1,176 @@
+"""Real processes on 127.0.0.1: the service and the reference backend under uvicorn, a replay
+client as a storage daemon; SIGKILL and backend outages."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from regimetune.api.replay import IngestClient
+from regimetune.cli.demo import free_port, spawn, stop, wait_ready
+
+from .conftest import TOKEN
+
+pytestmark = pytest.mark.slow
+BACKEND_TOKEN = "backend-token-for-tests"
+
+
+def start_backend(tmp: Path, port: int) -> Any:
+    p = spawn(
+        ["backend", "--host", "127.0.0.1", "--port", str(port), "--state", str(tmp / "backend.db")],
+        {"REGIMETUNE_BACKEND_TOKEN": BACKEND_TOKEN},
+        tmp / f"backend-{port}-{time.monotonic_ns()}.log",
+    )
+    wait_ready(f"http://127.0.0.1:{port}/healthz", p, tmp / "backend.log")
+    return p
+
+
+def start_service(tmp: Path, port: int, *, backend_port: int | None = None, wait: bool = True) -> Any:
+    env = {
+        "REGIMETUNE_STORE__URL": f"sqlite:///{tmp / 'service.db'}",
+        "REGIMETUNE_AUTH__WRITE_TOKENS": json.dumps([TOKEN]),
+        "REGIMETUNE_ENGINE__WINDOW_S": "60",
+        "REGIMETUNE_ENGINE__DETECTOR": json.dumps({"warmup": 10}),
+        "REGIMETUNE_PUSH__BACKOFF_BASE_S": "0.05",
+        "REGIMETUNE_PUSH__BACKOFF_MAX_S": "0.5",
+        "REGIMETUNE_PUSH__MAX_ATTEMPTS": "1000",
+        "REGIMETUNE_PUSH__POLL_INTERVAL_S": "0.05",
+    }
+    if backend_port is not None:
+        env |= {
+            "REGIMETUNE_PUSH__BACKEND": "reference",
+            "REGIMETUNE_PUSH__URL": f"http://127.0.0.1:{backend_port}",
+            "REGIMETUNE_PUSH__TOKEN": BACKEND_TOKEN,
+        }
+    log = tmp / f"service-{time.monotonic_ns()}.log"
+    p = spawn(["serve", "--host", "127.0.0.1", "--port", str(port)], env, log)
+    if wait:
+        wait_ready(f"http://127.0.0.1:{port}/readyz", p, log)
+    return p
+
+
+def backend_versions(port: int) -> list[tuple[int, int]]:
+    r = httpx.get(
+        f"http://127.0.0.1:{port}/v1/policies", headers={"Authorization": f"Bearer {BACKEND_TOKEN}"}
+    )
+    r.raise_for_status()
+    return [(e["version"]["version"], e["duplicates"]) for e in r.json()["entries"]]
+
+
+def decided_versions(base: str) -> list[int]:
+    items = httpx.get(f"{base}/v1/decisions", params={"limit": 1000}).json()["items"]
+    return [d["policy_version"] for d in reversed(items) if d["policy_version"] is not None]
+
+
+def wait_until(pred: Any, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_end_to_end_changes_reach_backend_in_order(tmp_path, workload) -> None:
+    bport, sport = free_port(), free_port()
+    backend = start_backend(tmp_path, bport)
+    service = start_service(tmp_path, sport, backend_port=bport)
+    base = f"http://127.0.0.1:{sport}"
+    try:
+        with IngestClient(base, token=TOKEN) as client:
+            for wc in workload:
+                client.send(wc)
+        decided = decided_versions(base)
+        assert len(decided) >= 3 and decided == list(range(1, len(decided) + 1))
+        wait_until(lambda: [v for v, _ in backend_versions(bport)] == decided)
+        assert all(dup == 0 for _, dup in backend_versions(bport))
+        policy = httpx.get(f"{base}/v1/policy").json()
+        assert policy["version"] == decided[-1]
+    finally:
+        stop(service)
+        stop(backend)
+
+
+def test_sigkill_loses_no_acknowledged_batch_and_keeps_regime_ids(tmp_path, workload) -> None:
+    ref_dir, kill_dir = tmp_path / "ref", tmp_path / "kill"
+    ref_dir.mkdir()
+    kill_dir.mkdir()
+    # reference: one uninterrupted run
+    port = free_port()
+    ref = start_service(ref_dir, port)
+    try:
+        with IngestClient(f"http://127.0.0.1:{port}", token=TOKEN) as client:
+            for wc in workload:
+                client.send(wc)
+        ref_decisions = httpx.get(f"http://127.0.0.1:{port}/v1/decisions", params={"limit": 1000}).json()
+        ref_segments = httpx.get(f"http://127.0.0.1:{port}/v1/regimes", params={"limit": 1000}).json()
+    finally:
+        stop(ref)
+    # the same run, SIGKILLed twice while a daemon keeps sending
+    port = free_port()
+    svc = start_service(kill_dir, port)
+    base = f"http://127.0.0.1:{port}"
+    acked: list[int] = []
+    kill_at = {40, 95}
+    i = 0
+    try:
+        with IngestClient(base, token=TOKEN, timeout=5.0) as client:
+            while i < len(workload):
+                if i in kill_at:
+                    kill_at.discard(i)
+                    os.kill(svc.pid, signal.SIGKILL)
+                    svc.wait(10)
+                    svc = start_service(kill_dir, port)
+                    status = httpx.get(f"{base}/v1/engine").json()
+                    assert status["last_seq"] >= max(acked)  # nothing acknowledged is lost
+                try:
+                    acks = client.send(workload[i])
+                except httpx.HTTPError:
+                    continue  # not acknowledged: send again (the Idempotency-Key dedups)
+                acked.extend(a["seq"] for a in acks)
+                i += 1
+        got_decisions = httpx.get(f"{base}/v1/decisions", params={"limit": 1000}).json()
+        got_segments = httpx.get(f"{base}/v1/regimes", params={"limit": 1000}).json()
+    finally:
+        stop(svc)
+
+    def key(d: dict[str, Any]) -> tuple[Any, ...]:
+        return d["regime_from"], d["regime_to"], d["inputs"]["window"], d["policy_version"]
+
+    assert [key(d) for d in got_decisions["items"]] == [key(d) for d in ref_decisions["items"]]
+    assert got_segments["items"] == ref_segments["items"]
+
+
+def test_backend_outage_then_every_version_exactly_once_in_order(tmp_path, workload) -> None:
+    bport, sport = free_port(), free_port()
+    service = start_service(tmp_path, sport, backend_port=bport)  # backend not up yet
+    base = f"http://127.0.0.1:{sport}"
+    backend = None
+    try:
+        with IngestClient(base, token=TOKEN) as client:
+            for wc in workload:
+                client.send(wc)
+        decided = decided_versions(base)
+        assert len(decided) >= 2
+        items = httpx.get(f"{base}/v1/decisions").json()["items"]
+        assert all(d["outcome"] == "pending" for d in items)
+        assert httpx.get(f"{base}/v1/engine").json()["outbox_pending"] == len(decided)
+        backend = start_backend(tmp_path, bport)
+        wait_until(lambda: [v for v, _ in backend_versions(bport)] == decided)
+        assert all(dup == 0 for _, dup in backend_versions(bport))
+        wait_until(
+            lambda: all(
+                d["outcome"] == "delivered" for d in httpx.get(f"{base}/v1/decisions").json()["items"]
+            )
+        )
+        assert httpx.get(f"{base}/v1/engine").json()["outbox_pending"] == 0
+    finally:
+        stop(service)
+        stop(backend)

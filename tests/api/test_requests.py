@@ -1,0 +1,196 @@
+"""Bad requests get a 4xx with a reason; auth; idempotent ingest; settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from regimetune.api import load_settings
+from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
+from regimetune.models import ConfigError
+
+from .conftest import AUTH, READ_TOKEN
+
+COUNTS = {"window_start": 0.0, "counts": {"keys": [1, 2, 3], "reads": [4, 5, 6]}}
+
+
+def test_writes_need_a_valid_token(make_client) -> None:
+    c = make_client()
+    r = c.post("/v1/ingest", json=COUNTS)
+    assert r.status_code == 401 and "bearer token" in r.json()["detail"]
+    assert r.headers["www-authenticate"] == "Bearer"
+    r = c.post("/v1/ingest", json=COUNTS, headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 403 and "wrong" not in r.text
+    r = c.post("/v1/ingest", json=COUNTS, headers={"Authorization": f"Bearer {READ_TOKEN}"})
+    assert r.status_code == 403  # a read token does not grant writes
+    assert c.post("/v1/engine/pause").status_code == 401
+    assert c.put("/v1/policies/0", json={}).status_code == 401
+
+
+def test_reads_open_or_protected_by_setting(make_client) -> None:
+    assert make_client().get("/v1/decisions").status_code == 200
+    c = make_client(auth={"protect_reads": True})
+    assert c.get("/v1/decisions").status_code == 401
+    assert c.get("/v1/decisions", headers={"Authorization": f"Bearer {READ_TOKEN}"}).status_code == 200
+    assert c.get("/v1/decisions", headers=AUTH).status_code == 200
+    assert c.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"window_start": 0.0}, "exactly one of"),
+        ({"window_start": 0.0, "counts": {"keys": [1, 2], "reads": [1]}}, "equal lengths"),
+        ({"window_start": -1.0, "counts": {"keys": [1], "reads": [1]}}, "greater than or equal"),
+        ({"window_start": 0.0, "counts": {"keys": [-1], "reads": [1]}}, "greater than or equal"),
+        ({"window_start": 0.0, "counts": {"keys": [2**64], "reads": [1]}}, "less than or equal"),
+        ({"window_start": 0.0, "counts": {"keys": ["a"], "reads": [1]}}, "integer"),
+        ({"window_start": 0.0, "events": {"ts": [2.0, 1.0], "key": [1, 2]}}, "time order"),
+        ({"window_start": 0.0, "counts": {"keys": [1], "reads": [1]}, "x": 1}, "Extra inputs"),
+        (
+            {
+                "window_start": 0.0,
+                "counts": {"keys": [1], "reads": [1]},
+                "buckets": {"ids": [0], "load": [1.0], "bytes": [1.0]},
+            },
+            "n_buckets",
+        ),
+    ],
+)
+def test_malformed_ingest_is_422_with_reason(make_client, body, reason) -> None:
+    r = make_client().post("/v1/ingest", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert reason in json.dumps(r.json()["detail"])
+
+
+def test_not_json_and_bad_binary(make_client) -> None:
+    c = make_client()
+    r = c.post("/v1/ingest", content=b"{not json", headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 422
+    r = c.post(
+        "/v1/ingest/counts",
+        params={"window_start": 0},
+        content=b"x" * 17,
+        headers={**AUTH, "Content-Type": COUNTS_MEDIA_TYPE},
+    )
+    assert r.status_code == 422 and "16-byte" in r.json()["detail"]
+    r = c.post(
+        "/v1/ingest/counts",
+        params={"window_start": 0},
+        content=b"x" * 16,
+        headers={**AUTH, "Content-Type": "text/plain"},
+    )
+    assert r.status_code == 415
+
+
+def test_oversized_body_is_413(make_client) -> None:
+    c = make_client(ingest={"max_body_bytes": 4096})
+    big = {"window_start": 0.0, "counts": {"keys": list(range(2000)), "reads": [1] * 2000}}
+    r = c.post("/v1/ingest", json=big, headers=AUTH)
+    assert r.status_code == 413 and "4096" in r.json()["detail"]
+    assert c.post("/v1/ingest", json=COUNTS, headers=AUTH).status_code == 200
+    assert 'regimetune_ingest_rejected_total{reason="too_large"} 1.0' in c.get("/metrics").text
+
+
+def test_closed_window_is_refused(make_client) -> None:
+    c = make_client()
+    assert c.post("/v1/ingest", json={**COUNTS, "window_start": 120.0}, headers=AUTH).status_code == 200
+    assert c.post("/v1/ingest", json={**COUNTS, "window_start": 240.0}, headers=AUTH).status_code == 200
+    r = c.post("/v1/ingest", json={**COUNTS, "window_start": 60.0}, headers=AUTH)
+    assert r.status_code == 422 and "already closed" in r.json()["detail"]
+
+
+def test_idempotency_key_acknowledges_a_resend_once(make_client) -> None:
+    c = make_client()
+    body = encode_counts(*(x for x in __import__("numpy").array([[1, 2], [3, 4], [0, 1]], dtype="u8")))
+    h = {**AUTH, "Content-Type": COUNTS_MEDIA_TYPE, "Idempotency-Key": "batch-1"}
+    a = c.post("/v1/ingest/counts", params={"window_start": 0}, content=body, headers=h).json()
+    b = c.post("/v1/ingest/counts", params={"window_start": 0}, content=body, headers=h).json()
+    assert a["seq"] == b["seq"] and not a["duplicate"] and b["duplicate"]
+    assert c.get("/v1/engine").json()["last_seq"] == a["seq"]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"cache": {"mode": "lru", "limit_keys": 10**9}}, "cache.limit_keys=1000000000 is outside"),
+        ({"weights": {"w_load": 1.0, "w_data": 1.0, "w_time": 1e7}}, "weights.w_time"),
+        ({"cache": {"mode": "two_phase", "limit_keys": 100, "high_watermark_keys": 10}}, "below"),
+        ({"cache": {"mode": "lru"}}, "needs limit_keys"),
+        ({"weights": {"w_load": 0.5, "w_data": 0.5}}, "max(W_L, W_D) must be 1"),
+    ],
+)
+def test_out_of_bounds_policy_is_422(make_client, body, reason) -> None:
+    c = make_client()
+    r = c.put("/v1/policies/3", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert reason in json.dumps(r.json()["detail"])
+    assert c.get("/v1/policies").json() == {}
+
+
+def test_bounds_come_from_settings(make_client) -> None:
+    c = make_client(engine={"bounds": {"limit_keys": [10, 1000]}})
+    assert (
+        c.put("/v1/policies/0", json={"cache": {"mode": "lru", "limit_keys": 5}}, headers=AUTH).status_code
+        == 422
+    )
+    r = c.put("/v1/policies/0", json={"cache": {"mode": "lru", "limit_keys": 500}}, headers=AUTH)
+    assert r.status_code == 200
+    assert c.get("/v1/policies/0").json()["cache"]["limit_keys"] == 500
+    assert c.get("/v1/policies/1").json()["source"] == "default"
+
+
+def test_unknown_things_are_404_or_422(make_client) -> None:
+    c = make_client()
+    assert c.get("/v1/policy").status_code == 404
+    assert c.get("/v1/tuning-jobs/nope").status_code == 404
+    assert c.get("/v1/policies/-1").status_code == 422
+    assert c.get("/v1/regimes", params={"limit": 0}).status_code == 422
+    r = c.post("/v1/tuning-jobs", json={"trace": "/etc/passwd"}, headers=AUTH)
+    assert r.status_code == 422 and "trace_dirs" in r.json()["detail"]
+
+
+def test_tuning_job_paths_confined_to_trace_dirs(make_client, tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    c = make_client(tuning={"trace_dirs": [str(traces)], "executor": "thread"})
+    r = c.post("/v1/tuning-jobs", json={"trace": str(traces / ".." / "rt.db")}, headers=AUTH)
+    assert r.status_code == 422 and "not under an allowed directory" in r.json()["detail"]
+    r = c.post("/v1/tuning-jobs", json={"trace": str(traces / "missing.csv")}, headers=AUTH)
+    assert r.status_code == 404
+
+
+def test_engine_mode_switch_persists(make_client) -> None:
+    c = make_client()
+    assert c.put("/v1/engine/mode", json={"mode": "recommend"}, headers=AUTH).json()["mode"] == "recommend"
+    assert c.put("/v1/engine/mode", json={"mode": "bogus"}, headers=AUTH).status_code == 422
+    assert make_client().get("/v1/engine").json()["mode"] == "recommend"  # same store, new app
+
+
+def test_settings_file_env_and_errors(tmp_path: Path, monkeypatch) -> None:
+    f = tmp_path / "rt.toml"
+    f.write_text('[engine]\nmode = "recommend"\nwindow_s = 5.0\n[store]\nurl = "sqlite://"\n')
+    assert load_settings(f).engine.mode == "recommend"
+    monkeypatch.setenv("REGIMETUNE_ENGINE__MODE", "off")
+    s = load_settings(f)
+    assert s.engine.mode == "off" and s.engine.window_s == 5.0  # env beats file, file beats defaults
+    monkeypatch.setenv("REGIMETUNE_AUTH__WRITE_TOKENS", '["s3cret"]')
+    s = load_settings()
+    assert "s3cret" not in repr(s) and s.auth.write_tokens[0].get_secret_value() == "s3cret"
+    with pytest.raises(ConfigError, match=r"needs push\.url"):
+        load_settings(push={"backend": "reference"})
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_settings(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[engine\n")
+    with pytest.raises(ConfigError, match="not valid"):
+        load_settings(bad)
+
+
+def test_app_refuses_to_start_without_write_token(tmp_path: Path) -> None:
+    from regimetune.api import create_app
+
+    with pytest.raises(ConfigError, match="no write token"):
+        create_app(load_settings(store={"url": f"sqlite:///{tmp_path / 'x.db'}"}))
