@@ -167,3 +167,33 @@ def test_inconsistent_tells_are_refused() -> None:
     solver.tell(x, np.ones(2))
     with pytest.raises(InputError, match="expected 2 residuals"):
         solver.tell(x, np.ones(3))
+
+
+def test_geometry_point_at_a_corner_uses_a_feasible_coordinate_step() -> None:
+    solver = PoundersSolver(np.zeros(2), np.zeros(2), np.ones(2), rhobeg=0.1)
+    fun = lambda x: x + 1.0  # noqa: E731 - best point is the corner (0, 0)
+    for x in (np.zeros(2), np.array([0.1, 0.1])):
+        solver.tell(x, fun(x))
+    # the missing direction (1, -1) is blocked both ways at the corner
+    x = solver.ask()
+    assert np.all(x >= 0.0) and np.all(x <= 1.0)
+    assert np.max(np.abs(x)) == pytest.approx(0.1)
+    assert not np.allclose(x, [0.1, 0.1])
+
+
+@pytest.mark.parametrize("delta0", [0.1, 1.0])
+def test_expfit_evaluations_close_to_ibcdfo_pounders(delta0: float) -> None:
+    pounders = pytest.importorskip("ibcdfo.pounders.pounders").pounders
+    lo, hi, x0 = np.full(3, -5.0), np.full(3, 5.0), np.array([1.0, 1.0, 0.0])
+    ref: list[float] = []
+
+    def recorded(x: np.ndarray) -> np.ndarray:
+        r = expfit(x)
+        ref.append(float(r @ r))
+        return r
+
+    pounders(recorded, x0.copy(), 3, 60, 1e-13, delta0, 20, lo, hi, Options={"spsolver": 1})
+    n_ref = evals_to(ref, 1e-6)
+    ours = evals_to(run(PoundersSolver(x0, lo, hi, rhobeg=delta0), expfit, 60), 1e-6)
+    assert n_ref is not None and ours is not None
+    assert ours <= 1.3 * n_ref

@@ -326,21 +326,42 @@ class PoundersSolver:
 
     def _geometry(self, xk: np.ndarray, disp: np.ndarray, near: list[int], count: int) -> _Batch:
         """``count`` model-improving points at distance ``delta`` along directions orthogonal to
-        the valid interpolation points, on whichever side the bounds leave more room."""
+        the valid interpolation points, on whichever side the bounds leave more room; where the
+        bounds block such a direction (a corner), the coordinate step that adds the most new
+        direction is used instead."""
         delta = self._delta
+        rows = disp[near]
         points = []
-        for q in complement_directions(disp, near)[:count]:
-            room = []
-            for sign in (1.0, -1.0):
-                step = sign * q
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    t_hi = np.where(step > 0, (self._hi - xk) / step, np.inf)
-                    t_lo = np.where(step < 0, (self._lo - xk) / step, np.inf)
-                t = min(delta / float(np.max(np.abs(step))), float(np.min(t_hi)), float(np.min(t_lo)))
-                room.append((t, sign))
-            t, sign = max(room)
-            points.append(np.clip(xk + t * sign * q, self._lo, self._hi))
+        for _ in range(count):
+            comp = complement_directions(rows, list(range(len(rows))))
+            if comp.shape[0] == 0:
+                break
+            q = comp[0]
+            t, sign = max((self._room(xk, sign * q, delta), sign) for sign in (1.0, -1.0))
+            step = t * sign * q
+            if np.max(np.abs(step)) < 0.1 * delta:
+                proj = comp.T @ comp  # projector onto the directions still missing
+                best = (0.0, step)
+                for i in range(self._n):
+                    for sgn in (1.0, -1.0):
+                        e = np.zeros(self._n)
+                        e[i] = sgn
+                        length = self._room(xk, e, delta)
+                        score = length * float(np.linalg.norm(proj @ e))
+                        if score > best[0]:
+                            best = (score, length * e)
+                step = best[1]
+            points.append(np.clip(xk + step, self._lo, self._hi))
+            rows = np.vstack([rows, step / delta])
         return points
+
+    def _room(self, xk: np.ndarray, step: np.ndarray, delta: float) -> float:
+        """How far along ``step`` one may go from ``xk``: up to ``delta`` in the infinity norm,
+        within the bounds."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_hi = np.where(step > 0, (self._hi - xk) / step, np.inf)
+            t_lo = np.where(step < 0, (self._lo - xk) / step, np.inf)
+        return min(delta / float(np.max(np.abs(step))), float(np.min(t_hi)), float(np.min(t_lo)))
 
     def _index_of(self, x: np.ndarray) -> int | None:
         for i in range(len(self._xs) - 1, -1, -1):
