@@ -1,0 +1,70 @@
+"""A figure like Sevilla et al.'s Figure 7: read rate over time, points coloured by regime,
+centroids as black stars, the paper's switch point marked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from regimetune.models import InputError, WindowFrame
+
+
+def plot_regimes(
+    frame: WindowFrame,
+    labels: np.ndarray,
+    path: str | Path,
+    *,
+    centroids: Sequence[tuple[float, float]] = (),
+    title: str = "",
+    switch_time: float | None = None,
+    switch_note: str = "",
+) -> Path:
+    """Write a PNG (or any format matplotlib knows from the suffix) and return its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if len(labels) != len(frame):
+        raise InputError("one label per window is needed")
+    p = Path(path)
+    if p.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise InputError(f"--plot must end in .png, .svg or .pdf, got {p.name!r}")
+    t = frame["start"].astype(np.float64) + frame["length"] / 2.0
+    rate = frame.reads_per_s
+    scale, unit = (3600.0, "h") if t[-1] > 3 * 3600 else ((60.0, "min") if t[-1] > 600 else (1.0, "s"))
+    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+    cmap = plt.get_cmap("tab10")
+    for rid in sorted({int(v) for v in labels.tolist()}):
+        m = labels == rid
+        ax.scatter(t[m] / scale, rate[m], s=6, color=cmap(rid % 10), label=f"regime {rid}", alpha=0.7, lw=0)
+    if centroids:
+        c = np.asarray(centroids, dtype=np.float64)
+        ax.scatter(c[:, 0] / scale, c[:, 1], marker="*", s=260, color="black", label="centroids", zorder=5)
+    if switch_time is not None:
+        ax.axvline(switch_time / scale, color="black", ls="--", lw=1)
+        ax.annotate(
+            switch_note,
+            xy=(switch_time / scale, float(np.percentile(rate, 98))),
+            xytext=(8, 0),
+            textcoords="offset points",
+            fontsize=10,
+        )
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("reads per second")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    legend = ax.legend(loc="upper right", fontsize=9)
+    for handle in legend.legend_handles:
+        if hasattr(handle, "set_sizes"):
+            handle.set_sizes([40.0])
+    fig.tight_layout()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p)
+    plt.close(fig)
+    return p
+
+
+__all__ = ["plot_regimes"]
