@@ -73,6 +73,8 @@ def test_older_and_conflicting_versions_refused_with_reason(client: TestClient) 
     assert other.status_code == 409 and other.json()["code"] == "version_conflict"
     assert client.get("/v1/policy").json() == pv(3)
     assert client.get("/v1/policies").json()["current_version"] == 3
+    tail = client.get("/v1/policies", params={"after": 1}).json()
+    assert [e["version"]["version"] for e in tail["entries"]] == [2, 3] and tail["current_version"] == 3
 
 
 @pytest.mark.parametrize(

@@ -131,10 +131,12 @@ class StateStore:
             con.execute("INSERT INTO policies (version, body, received_at) VALUES (?, ?, ?)", (n, body, now))
         return "applied"
 
-    def policy_log(self) -> list[PolicyLogEntry]:
+    def policy_log(self, *, after: int = 0) -> list[PolicyLogEntry]:
+        """Versions above ``after``, in order."""
         with self._connect() as con:
             rows = con.execute(
-                "SELECT body, received_at, duplicates FROM policies ORDER BY version"
+                "SELECT body, received_at, duplicates FROM policies WHERE version > ? ORDER BY version",
+                (after,),
             ).fetchall()
         return [
             PolicyLogEntry(version=PolicyVersion.model_validate_json(b), received_at=t, duplicates=d)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Header, HTTPException
+from fastapi import APIRouter, Body, Header, HTTPException, Query
 
 from regimetune.backend.deps import Authorized, ServiceDep
 from regimetune.backend.schemas import ErrorBody, PolicyAck, PolicyLog
@@ -65,8 +65,13 @@ def get_policy(service: ServiceDep) -> PolicyVersion:
 
 
 @router.get("/policies", response_model=PolicyLog)
-def list_policies(service: ServiceDep) -> PolicyLog:
+def list_policies(
+    service: ServiceDep,
+    after: Annotated[int, Query(ge=0, description="only versions above this one")] = 0,
+) -> PolicyLog:
     """Every version received, in order, each once (re-pushes are counted in ``duplicates``)."""
-    entries = tuple(service.store.policy_log())
-    current = entries[-1].version.version if entries else None
-    return PolicyLog(current_version=current, entries=entries)
+    current = service.store.current_policy()
+    return PolicyLog(
+        current_version=current.version if current else None,
+        entries=tuple(service.store.policy_log(after=after)),
+    )
