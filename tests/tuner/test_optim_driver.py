@@ -196,3 +196,27 @@ def test_bad_warm_start(point, value, match) -> None:
 def test_bad_workers() -> None:
     with pytest.raises(ConfigError, match="num_workers"):
         minimize(never_called, ROSEN, budget=5, num_workers=0)
+
+
+def test_changing_residual_count_is_a_failed_evaluation() -> None:
+    def objective(p: dict[str, float]) -> np.ndarray:
+        r = rosen(p)
+        return np.append(r, 0.0) if p["x1"] > 0 else r
+
+    res = minimize(objective, ROSEN, budget=30)
+    assert res.n_failed > 0
+    assert all("residuals, earlier 2" in e.error for e in res.evaluations if e.failed)
+    assert all(len(e.residuals) == 2 for e in res.evaluations if not e.failed)
+
+
+def test_optimizer_options_reach_pounders_and_bad_ones_are_refused() -> None:
+    wide = minimize(rosen, ROSEN, budget=3, options={"rhobeg": 0.3})
+    steps = [abs(e.params["x1"] + 1.2) + abs(e.params["x2"] - 1.0) for e in wide.evaluations[1:]]
+    assert max(steps) == pytest.approx(3.0)  # 0.3 of the width 10
+    with pytest.raises(ConfigError, match="cannot build"):
+        minimize(never_called, ROSEN, budget=3, options={"no_such_option": 1})
+    with pytest.raises(InputError, match="residuals"):
+        minimize(never_called, ROSEN, budget=3, warm_start=[(ROSEN_X0, [1.0, 2.0]), (ROSEN_X0, [1.0])])
+
+
+ROSEN_X0 = {"x1": -1.2, "x2": 1.0}

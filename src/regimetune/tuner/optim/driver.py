@@ -72,12 +72,15 @@ def minimize(
     warm_start: Iterable[tuple[Mapping[str, float], Any]] = (),
     seed: int | None = None,
     progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> OptimizationResult:
     """Minimise ``objective`` over ``space`` with at most ``budget`` new evaluations.
 
     ``warm_start`` holds already evaluated ``(params, residuals or value)`` pairs. ``progress``
     is called as ``progress(done, budget, best_value)`` after each evaluation. ``num_workers``
-    defaults to the executor's worker count (1 inline). Raises ``ConfigError``/``InputError``
+    defaults to the executor's worker count (1 inline; pass it for a Dask executor).
+    ``options`` are extra keyword arguments of the optimizer class (for ``"Pounders"``:
+    ``rhobeg``, ``rhoend``, ``max_restarts``, ``max_points``, radii in the unit box). Raises ``ConfigError``/``InputError``
     on bad arguments before any evaluation, ``TuningError`` when every evaluation failed or the
     executor broke.
     """
@@ -93,7 +96,7 @@ def minimize(
     if seed is not None:
         parametrization.random_state = np.random.RandomState(seed)
     try:
-        opt = cls(parametrization=parametrization, budget=budget, num_workers=workers)
+        opt = cls(parametrization=parametrization, budget=budget, num_workers=workers, **dict(options or {}))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"cannot build optimizer {optimizer!r}: {exc}") from exc
     session = _Session(opt, space, name=optimizer, residuals=residuals)
@@ -165,9 +168,14 @@ class _Session:
         self.space = space
         self.residuals = residuals
         self.evaluations: list[Evaluation] = []
+        self.n_residuals: int | None = None
         self.best: tuple[float, dict[str, float], tuple[float, ...] | None] | None = None
 
     def tell_warm(self, params: dict[str, float], value: np.ndarray | float) -> None:
+        if isinstance(value, np.ndarray):
+            if self.n_residuals is not None and value.size != self.n_residuals:
+                raise InputError(f"warm-start points have {value.size} and {self.n_residuals} residuals")
+            self.n_residuals = value.size
         candidate = self.opt.parametrization.spawn_child(new_value=params)
         try:
             self._tell(candidate, value)
@@ -219,6 +227,11 @@ class _Session:
     def _finish(self, candidate: Any, params: dict[str, float], outcome: tuple[Any, str | None]) -> None:
         raw, error = outcome
         value = _check_value(raw, residuals=self.residuals) if error is None else error
+        if isinstance(value, np.ndarray):
+            if self.n_residuals is None:
+                self.n_residuals = value.size
+            elif value.size != self.n_residuals:
+                value = f"objective returned {value.size} residuals, earlier {self.n_residuals}"
         if isinstance(value, str):
             self.evaluations.append(Evaluation(params=params, error=value))
             if isinstance(self.opt, Pounders):
