@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from regimetune.models.errors import ConfigError, InputError, TraceFormatError
 from regimetune.models.events import EventBatch  # noqa: F401  (doctest)
-from regimetune.models.windows import _COLUMN_DTYPES, SCALAR_COLUMNS, WindowFrame
+from regimetune.models.windows import COLUMN_DTYPES, SCALAR_COLUMNS, WindowFrame
 
 
 def _fmt(path: Path) -> str:
@@ -71,7 +71,7 @@ def read_windows(path: str | os.PathLike[str]) -> WindowFrame:
     missing = [c for c in SCALAR_COLUMNS if c not in t.column_names]
     if missing:
         raise TraceFormatError(f"windows file lacks columns {missing}", source=str(p))
-    cols = {c: np.asarray(t.column(c).to_numpy(), dtype=_COLUMN_DTYPES[c]) for c in SCALAR_COLUMNS}
+    cols = {c: np.asarray(t.column(c).to_numpy(), dtype=COLUMN_DTYPES[c]) for c in SCALAR_COLUMNS}
     nb = sum(1 for c in t.column_names if c.startswith("load_"))
     load = (
         np.column_stack([t.column(f"load_{j}").to_numpy() for j in range(nb)])

@@ -11,7 +11,7 @@ Reads outnumber writes 50-100x. New keys (states) are discovered along a convex 
 reaches ``150K * timescale/9000 s * workers/256 * temperature`` keys at the end of a run at
 growth 1; reads go to a sliding active set of the most recently discovered keys (about 100
 keys at 256 workers later in the run, popularity falling to 1/5 from the newest to the
-oldest), plus a few revisits of older keys. ``growth`` stretches the time axis: growth 2
+oldest) in short bursts of re-reads of one state (mean 4), plus a few revisits of older keys. ``growth`` stretches the time axis: growth 2
 looks like growth 1 stretched 2x. ``timescale_s`` (default: the duration) is the length over
 which growth 1 unfolds the four regimes.
 
@@ -47,9 +47,10 @@ _RATE_B = 600.0
 _DECLINE_TAU = 0.09  # time constant of the decline, fraction of the stretched timescale
 _RW_RATIO = (90.0, 75.0, 65.0, 60.0)  # reads per write in each regime
 _KEY_EXPONENT = 1.3  # convex discovery curve K(u) = K_end * u^1.3
-_ACTIVE_MIN, _ACTIVE_MAX = 8.0, 90.0
+_ACTIVE_MIN, _ACTIVE_MAX = 8.0, 110.0
 _HOT_KEYS = 6
 _REVISIT = 0.03
+_BURST = 4.0  # mean length of a run of reads of the same frontier key
 _CHUNK_S = 300
 _KEY_MULT = np.uint64(0x9E3779B97F4A7C15)
 _KEY_MASK = np.uint64((1 << 40) - 1)
@@ -175,6 +176,7 @@ def _chunk(cfg: GeneratorConfig, rng: np.random.Generator, t0: float, t1: float)
     total = int(n.sum())
     ts = np.repeat(secs, n) + rng.random(total) * np.repeat(span, n)
     ts.sort()
+    ts = np.minimum(np.round(ts, 6), np.nextafter(t1, -np.inf))  # microsecond clock, still in [t0, t1)
     u = _phase(cfg, ts)
     label = regime_of(cfg, ts)
     p_write = 1.0 / (np.asarray(_RW_RATIO)[label] + 1.0)
@@ -187,6 +189,10 @@ def _chunk(cfg: GeneratorConfig, rng: np.random.Generator, t0: float, t1: float)
     e = 1.0 - alpha
     r = np.floor((1.0 + x * ((1.0 + active) ** e - 1.0)) ** (1.0 / e) - 1.0)
     idx = k_now - 1.0 - np.minimum(r, active - 1.0)
+    # a worker stuck in a superbasin re-reads the same state: frontier reads come in bursts
+    burst = rng.random(total) < 1.0 / _BURST
+    burst[0] = True
+    idx = idx[burst][np.cumsum(burst) - 1]
     # writes land on the frontier (final states of segments)
     writes = op == Op.WRITE
     idx[writes] = k_now[writes] - 1.0 - np.floor(rng.random(int(writes.sum())) * 3.0)

@@ -171,4 +171,7 @@ _COLUMN_DTYPES: dict[str, type[np.generic]] = {
     "exact": np.bool_,
 }
 
-__all__ = ["SCALAR_COLUMNS", "WindowFrame", "WindowStats"]
+COLUMN_DTYPES: dict[str, type[np.generic]] = _COLUMN_DTYPES
+"""The numpy dtype of each scalar column of a :class:`WindowFrame` (for readers and writers)."""
+
+__all__ = ["COLUMN_DTYPES", "SCALAR_COLUMNS", "WindowFrame", "WindowStats"]
