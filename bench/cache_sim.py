@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -31,12 +32,20 @@ def zipf_trace(n: int, *, alpha: float, n_keys: int, duration_s: float, seed: in
     return ts, keys
 
 
-def timed(fn, repeat: int) -> tuple[float, list[float]]:
-    runs = []
+CPU: dict[str, float] = {}
+
+
+def timed(fn, repeat: int, name: str | None = None) -> tuple[float, list[float]]:
+    """Median wall time of ``repeat`` runs (and, under ``name``, the median CPU time of this
+    process: the machine may be shared, so wall time alone can mislead)."""
+    runs, cpu = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
         runs.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    if name:
+        CPU[name] = statistics.median(cpu)
     return statistics.median(runs), runs
 
 
@@ -59,7 +68,7 @@ def main() -> None:
         ids, n = dense_ids(keys)
         _distances(ids, n)
 
-    stack_s, stack_runs = timed(stack_pass, args.repeat)
+    stack_s, stack_runs = timed(stack_pass, args.repeat, "stack")
     t = time.perf_counter()
     trace = CacheTrace.from_arrays(ts=ts, keys=keys, window_s=1.0)
     prepare_s = time.perf_counter() - t
@@ -86,7 +95,7 @@ def main() -> None:
     evals = {}
     for name, pol in candidates.items():
         simulate(trace, pol)
-        evals[name], _ = timed(lambda pol=pol: simulate(trace, pol), max(5, args.repeat))
+        evals[name], _ = timed(lambda pol=pol: simulate(trace, pol), max(5, args.repeat), f"eval_{name}")
         print(f"evaluate {name}: {evals[name] * 1e3:.2f} ms")
     sched = regime.schedule(ts=trace.ts, first_ref=trace.first_ref)
     assert isinstance(sched, CapacitySchedule) and sched.grows
@@ -114,7 +123,7 @@ def main() -> None:
                 )
                 out["ratio"], _ = lcs.LRU(args.capacity).process_trace(reader)
 
-            lcs_s, lcs_runs = timed(run_lcs, args.repeat)
+            lcs_s, lcs_runs = timed(run_lcs, args.repeat, "libcachesim")
             ours = simulate(trace, candidates["lru"]).misses
             lcs_agree = ours == round(out["ratio"] * len(keys))
             print(
@@ -135,6 +144,12 @@ def main() -> None:
         "libcachesim_lru_s": None if lcs_s is None else round(lcs_s, 3),
         "libcachesim_same_misses": lcs_agree,
         "speedup_vs_libcachesim_worst_eval": None if lcs_s is None else round(lcs_s / worst_eval, 1),
+        "cpu_s": {k: round(v, 4) for k, v in CPU.items()},
+        "stack_pass_req_per_cpu_s": round(args.requests / CPU["stack"]),
+        "speedup_vs_libcachesim_worst_eval_cpu": None
+        if lcs_s is None
+        else round(CPU["libcachesim"] / max(CPU[f"eval_{n}"] for n in evals), 1),
+        "load_average": list(os.getloadavg()),
         "targets": {"stack_pass_req_per_s": 5_000_000, "speedup_vs_libcachesim": 20},
     }
     print(json.dumps(result))

@@ -18,6 +18,7 @@ from regimetune.tuner.cache import (
     CapacitySchedule,
     RegimePolicy,
     StoreModel,
+    dense_ids,
     simulate,
     stack_distances,
 )
@@ -67,6 +68,21 @@ def check_against_direct(trace: CacheTrace, keys, is_write, caps_per_request, re
 @given(st.lists(st.integers(0, 8), min_size=1, max_size=60))
 def test_stack_distances_match_brute_force(keys):
     assert stack_distances(np.array(keys, dtype=np.uint64)).tolist() == brute_distances(keys)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=100, max_size=400))
+def test_stack_distances_survive_position_compaction(keys):
+    # few keys, many requests: the kernel renumbers its positions many times
+    assert stack_distances(np.array(keys, dtype=np.int64)).tolist() == brute_distances(keys)
+
+
+def test_dense_ids_hash_and_direct_paths_agree():
+    rng = np.random.default_rng(5)
+    small = rng.integers(0, 1000, 5000)
+    big = small.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # same pattern, huge keys
+    assert dense_ids(small)[0].tolist() == dense_ids(big)[0].tolist()
+    assert dense_ids(small)[1] == len(np.unique(small))
 
 
 @settings(max_examples=80, deadline=None)

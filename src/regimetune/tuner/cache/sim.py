@@ -34,7 +34,7 @@ import numpy.typing as npt
 from regimetune.models import EventBatch, Op
 from regimetune.models.errors import InputError
 from regimetune.tuner.cache.schedule import CachePolicyLike, CapacitySchedule, as_schedule
-from regimetune.tuner.cache.stack import COLD, _distances, dense_ids
+from regimetune.tuner.cache.stack import COLD, stack_distances
 from regimetune.tuner.cache.store import StoreModel
 
 DEFAULT_VALUE_SIZE = 4096
@@ -92,14 +92,14 @@ class CacheTrace:
             raise InputError(f"window length must be a positive number of seconds, got {window_s}")
         if not np.all(np.isfinite(ts_a)) or np.any(np.diff(ts_a) < 0):
             raise InputError("request times must be finite and in time order")
-        ids, n_keys = dense_ids(keys)
-        if len(ids) != n:
-            raise InputError(f"{len(ids)} keys for {n} request times")
+        dist = stack_distances(keys)
+        if len(dist) != n:
+            raise InputError(f"{len(dist)} keys for {n} request times")
         wr = np.zeros(n, dtype=bool) if is_write is None else np.asarray(is_write, dtype=bool)
         if wr.shape != (n,):
             raise InputError(f"is_write must hold one flag per request, got shape {wr.shape}")
-        dist = _distances(ids, n_keys)
         first_ref = np.flatnonzero(dist == COLD)
+        n_keys = len(first_ref)
         t0 = float(ts_a[0])
         w = ((ts_a - t0) // window_s).astype(np.int64)
         n_win = int(w[-1]) + 1

@@ -32,15 +32,32 @@ COLD = np.iinfo(np.int64).max
 
 @numba.njit(cache=True, nogil=True)
 def _distances(ids: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no cover - compiled
+    # Positions are renumbered (compacted) whenever they reach ``cap``: only each key's
+    # latest reference needs a position, so the tree holds 2 * n_keys slots, not N, and
+    # stays smaller (more cache-resident) on long traces. Each compaction costs O(cap) and
+    # happens at most every n_keys requests: O(N) in total.
     n = ids.shape[0]
-    tree = np.zeros(n + 1, dtype=np.int32)  # Fenwick tree over positions 1..n
-    last = np.zeros(n_keys, dtype=np.int64)  # 1-based position of the latest reference, 0: none
+    cap = min(n, max(2 * n_keys, 64))
+    tree = np.zeros(cap + 1, dtype=np.int32)  # Fenwick tree over positions 1..cap
+    key_at = np.zeros(cap + 1, dtype=np.int32)  # key referenced at each position
+    last = np.zeros(n_keys, dtype=np.int32)  # position of each key's latest reference, 0: none
     out = np.empty(n, dtype=np.int64)
     distinct = 0
+    t = 0  # last position used
     for i in range(n):
+        if t == cap:  # renumber the live positions 1..distinct, in order
+            t = 0
+            for q in range(1, cap + 1):
+                kq = key_at[q]
+                if last[kq] == q:
+                    t += 1
+                    last[kq] = t
+                    key_at[t] = kq
+            for j in range(1, cap + 1):  # a Fenwick tree of ones over 1..t
+                lo = j - (j & -j)
+                tree[j] = max(0, min(j, t) - lo)
         k = ids[i]
         p = last[k]
-        pos = i + 1
         if p == 0:
             out[i] = COLD
             distinct += 1
@@ -52,14 +69,16 @@ def _distances(ids: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no cover 
                 j -= j & -j
             out[i] = distinct - s
             j = p  # unmark the previous reference
-            while j <= n:
+            while j <= cap:
                 tree[j] -= 1
                 j += j & -j
-        j = pos  # mark this reference
-        while j <= n:
+        t += 1
+        j = t  # mark this reference
+        while j <= cap:
             tree[j] += 1
             j += j & -j
-        last[k] = pos
+        last[k] = t
+        key_at[t] = k
     return out
 
 
@@ -105,6 +124,20 @@ def _dense(keys: np.ndarray) -> tuple[np.ndarray, int]:  # pragma: no cover - co
     return out, n_ids
 
 
+@numba.njit(cache=True, nogil=True)
+def _dense_direct(keys: np.ndarray, size: int) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
+    table = np.full(size, -1, dtype=np.int64)
+    out = np.empty(keys.shape[0], dtype=np.int64)
+    n_ids = 0
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        if table[k] < 0:
+            table[k] = n_ids
+            n_ids += 1
+        out[i] = table[k]
+    return out, n_ids
+
+
 def dense_ids(keys: npt.ArrayLike) -> tuple[np.ndarray, int]:
     """Keys mapped to ``0..n_distinct-1`` in order of first reference (``int64``), and
     ``n_distinct``. A hash table in a numba kernel: ``np.unique`` sorts, which costs
@@ -121,6 +154,11 @@ def dense_ids(keys: npt.ArrayLike) -> tuple[np.ndarray, int]:
         return np.empty(0, dtype=np.int64), 0
     if arr.dtype.kind not in "iu":
         raise InputError(f"keys must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" or arr.min() >= 0:
+        top = int(arr.max())
+        if top < max(4 * len(arr), 1 << 16):  # small keys: a direct table beats hashing
+            ids, n_ids = _dense_direct(np.ascontiguousarray(arr).astype(np.int64, copy=False), top + 1)
+            return ids, int(n_ids)
     ids, n_ids = _dense(np.ascontiguousarray(arr).astype(np.uint64, copy=False))
     return ids, int(n_ids)
 
@@ -131,6 +169,8 @@ def stack_distances(keys: npt.ArrayLike) -> np.ndarray:
     ids, n_keys = dense_ids(keys)
     if len(ids) == 0:
         return np.empty(0, dtype=np.int64)
+    if n_keys >= 1 << 30:  # positions and key ids are int32 in the kernel
+        raise InputError(f"{n_keys} distinct keys: more than the simulator's 2^30")
     return _distances(ids, n_keys)
 
 
