@@ -88,6 +88,7 @@ def test_older_and_conflicting_versions_refused_with_reason(client: TestClient) 
         ({"version": 0, "created_at": 0, "policy": {}}, "version"),
         ({"version": 1, "created_at": 0, "policy": {"cache": {"mode": "lru"}}}, "needs limit_keys"),
         ({"version": 1}, "policy"),
+        ({"version": 2**63, "created_at": 0, "policy": {}}, "version must be <="),
     ],
 )
 def test_invalid_policy_is_422_with_reason(client: TestClient, body: dict, reason: str) -> None:
@@ -136,6 +137,10 @@ def test_placement_init_and_summary(client: TestClient) -> None:
         ({"servers": [], "buckets": []}, "at least one server"),
         ({"servers": [0, 0], "buckets": []}, "distinct"),
         ({"servers": [0], "buckets": [{"id": 0, "load": -1, "size": 1}]}, "greater than or equal to 0"),
+        (
+            {"servers": [0], "buckets": [{"id": j, "load": 1, "size": 1e308} for j in range(3)]},
+            "total size overflows",
+        ),
     ],
 )
 def test_invalid_placement_is_422(client: TestClient, body: dict, reason: str) -> None:
@@ -199,6 +204,8 @@ def test_rescale_uses_weights_in_force_or_the_orders(client: TestClient) -> None
         ({"kind": "commission", "count": 0}, 422, "count >= 1"),
         ({"kind": "decommission", "servers": []}, 422, "names the servers"),
         ({"kind": "explode"}, 422, "kind"),
+        ({"kind": "commission", "count": 10**9}, 422, "count"),
+        ({"kind": "decommission", "servers": [2**40]}, 422, "servers"),
         ({"kind": "commission", "count": 1, "weights": {"w_load": 0.3, "w_data": 0.3}}, 422, "max(W_L, W_D)"),
     ],
 )

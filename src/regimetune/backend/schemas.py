@@ -3,6 +3,7 @@ Frozen pydantic models; the domain types come from ``regimetune.models``."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -10,7 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from regimetune.models import Bucket, PolicyVersion, PufferscaleWeights, RescaleKind, RescalePlan
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-ServerId = Annotated[int, Field(ge=0)]
+#: Ids and counts the backend accepts: servers are 32-bit, buckets and versions fit SQLite's
+#: and numpy's int64; a commission adds at most MAX_NEW_SERVERS at once.
+MAX_SERVER_ID = 2**31 - 1
+MAX_ID = 2**63 - 1
+MAX_NEW_SERVERS = 65_536
+ServerId = Annotated[int, Field(ge=0, le=MAX_SERVER_ID)]
 
 
 class Placement(BaseModel):
@@ -32,6 +38,8 @@ class Placement(BaseModel):
         ids = [b.id for b in self.buckets]
         if len(set(ids)) != len(ids):
             raise ValueError("bucket ids must be distinct")
+        if ids and max(ids) > MAX_ID:
+            raise ValueError(f"bucket ids must be <= {MAX_ID}")
         missing = sorted(set(ids) - set(self.placement))
         if missing:
             raise ValueError(f"bucket(s) {missing[:5]} have no server")
@@ -41,6 +49,9 @@ class Placement(BaseModel):
         unknown = sorted(set(self.placement.values()) - set(self.servers))
         if unknown:
             raise ValueError(f"bucket(s) placed on unknown server(s) {unknown[:5]}")
+        for name in ("load", "size"):
+            if not math.isfinite(sum(getattr(b, name) for b in self.buckets)):
+                raise ValueError(f"the buckets' total {name} overflows a float")
         return self
 
 
@@ -135,7 +146,7 @@ class RescaleOrder(BaseModel):
         },
     )
     kind: RescaleKind
-    count: int = Field(default=0, ge=0)
+    count: int = Field(default=0, ge=0, le=MAX_NEW_SERVERS)
     servers: tuple[ServerId, ...] = ()
     dry_run: bool = False
     weights: PufferscaleWeights | None = None
@@ -184,6 +195,9 @@ class Health(BaseModel):
 
 
 __all__ = [
+    "MAX_ID",
+    "MAX_NEW_SERVERS",
+    "MAX_SERVER_ID",
     "ErrorBody",
     "Health",
     "Placement",

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from regimetune.backend.schemas import (
+    MAX_ID,
     Placement,
     PlacementInit,
     PlacementView,
@@ -95,6 +96,8 @@ class ReferenceService:
 
     # -- policies ----------------------------------------------------------------------------
     def apply_policy(self, version: PolicyVersion) -> Literal["applied", "duplicate"]:
+        if version.version > MAX_ID:
+            raise InputError(f"version must be <= {MAX_ID}, got {version.version}")
         return self.store.apply_policy(version, now=self.clock())
 
     def current_policy(self) -> PolicyVersion:
