@@ -197,3 +197,15 @@ def test_expfit_evaluations_close_to_ibcdfo_pounders(delta0: float) -> None:
     ours = evals_to(run(PoundersSolver(x0, lo, hi, rhobeg=delta0), expfit, 60), 1e-6)
     assert n_ref is not None and ours is not None
     assert ours <= 1.3 * n_ref
+
+
+def test_failing_geometry_side_is_mirrored() -> None:
+    # everything above x1 = 0.5 fails; the start sits on that edge, the solution below it
+    def fun(x: np.ndarray) -> np.ndarray | None:
+        return None if x[1] > 0.5 else np.array([x[0] - 0.2, x[1] - 0.1])
+
+    solver = PoundersSolver(np.array([0.5, 0.5]), np.zeros(2), np.ones(2), rhobeg=0.2)
+    history = run(solver, fun, 40)
+    assert math.isinf(history[2]), "the first geometry step along x1 should fail"
+    assert math.isfinite(history[3]), "its mirror image should be tried next"
+    np.testing.assert_allclose(solver.best_x, [0.2, 0.1], atol=1e-8)

@@ -181,7 +181,8 @@ class PoundersSolver:
 
     def _advance(self) -> None:
         try:
-            self._queue.extend(next(self._gen))
+            while not self._queue:
+                self._queue.extend(next(self._gen))
         except StopIteration:
             self._finished = True
 
@@ -265,21 +266,18 @@ class PoundersSolver:
             chosen = near if valid else select_affine(disp, order, radius=c2, pivot=pivot, start=near)
             if improve and not valid:
                 improve = False
-                yield self._geometry(xk, disp, near, 1)
+                yield from self._improve(xk, disp, near, 1)
                 continue
             improve = False
             if len(chosen) < n:
-                batch = self._geometry(xk, disp, near, n - len(near))
-                yield batch
-                if not any(self._told_ok(x) for x in batch):
-                    self._delta *= gamma_dec
+                yield from self._improve(xk, disp, near, n - len(near))
                 continue
             g, h = self._master_model(k, disp, chosen, order, c2)
             pg = np.clip(xk - g, self._lo, self._hi) - xk
             if np.linalg.norm(pg) <= 1e-12 * max(1.0, abs(fk)):
                 if valid:
                     return
-                yield self._geometry(xk, disp, near, 1)
+                yield from self._improve(xk, disp, near, 1)
                 continue
             lo_s = np.maximum(self._lo - xk, -delta)
             hi_s = np.minimum(self._hi - xk, delta)
@@ -290,7 +288,7 @@ class PoundersSolver:
                 if valid:
                     self._delta *= gamma_dec
                 else:
-                    yield self._geometry(xk, disp, near, 1)
+                    yield from self._improve(xk, disp, near, 1)
                 continue
             x_new = np.clip(xk + s, self._lo, self._hi)
             yield [x_new]
@@ -323,6 +321,22 @@ class PoundersSolver:
         else:
             g, h = grad[0], self._hess[0].copy()
         return g, 0.5 * (h + h.T)
+
+    def _improve(
+        self, xk: np.ndarray, disp: np.ndarray, near: list[int], count: int
+    ) -> Generator[_Batch, None, None]:
+        """Evaluate ``count`` geometry points, mirror the failed ones through the centre, and
+        shrink the radius if still none worked, so that the next attempt differs."""
+        batch = self._geometry(xk, disp, near, count)
+        if batch:
+            yield batch
+        failed = [x for x in batch if not self._told_ok(x)]
+        mirrored = [np.clip(2 * xk - x, self._lo, self._hi) for x in failed]
+        mirrored = [x for x in mirrored if not np.array_equal(x, xk)]
+        if mirrored:
+            yield mirrored
+        if not any(self._told_ok(x) for x in batch + mirrored):
+            self._delta *= 0.5
 
     def _geometry(self, xk: np.ndarray, disp: np.ndarray, near: list[int], count: int) -> _Batch:
         """``count`` model-improving points at distance ``delta`` along directions orthogonal to
