@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, HTTPException, Query
 
 from regimetune.backend.deps import Authorized, ServiceDep
-from regimetune.backend.schemas import ErrorBody, PolicyAck, PolicyLog
+from regimetune.backend.schemas import MAX_ID, ErrorBody, PolicyAck, PolicyLog
 from regimetune.models import PolicyVersion
 
 router = APIRouter(prefix="/v1", tags=["policy"], dependencies=[Authorized])
@@ -67,7 +67,7 @@ def get_policy(service: ServiceDep) -> PolicyVersion:
 @router.get("/policies", response_model=PolicyLog)
 def list_policies(
     service: ServiceDep,
-    after: Annotated[int, Query(ge=0, description="only versions above this one")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_ID, description="only versions above this one")] = 0,
 ) -> PolicyLog:
     """Every version received, in order, each once (re-pushes are counted in ``duplicates``)."""
     current = service.store.current_policy()
