@@ -364,7 +364,8 @@ def tune_cache_batches(
     **kwargs: Any,
 ) -> CacheTuning:
     """Windows, regimes (online detector) and the paper-mode K-means on a trace, then
-    :func:`tune_cache` with the paper's baselines."""
+    :func:`tune_cache` with the paper's baselines. Policies switch on the regime the detector
+    held at each window (its online labels, detection delay included), as the service would."""
     from regimetune.collectors import window_frame
     from regimetune.regimes import OnlineRegimeDetector, paper_kmeans
 
@@ -384,7 +385,8 @@ def tune_cache_batches(
     state = det.to_state() if hasattr(det, "to_state") else None
     return tune_cache(
         trace,
-        labels=np.asarray(history.labels),
+        # the regime the detector held at each window (no hindsight): what the service will do
+        labels=np.asarray(history.online_labels if history.online_labels is not None else history.labels),
         window_starts_s=np.asarray(frame["start"], dtype=np.float64),
         switch_time_s=third_s,
         suggested_keys=suggested,
