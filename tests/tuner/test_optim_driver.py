@@ -117,7 +117,7 @@ def test_every_evaluation_failing_is_a_tuning_error() -> None:
         minimize(objective, ROSEN, budget=5)
 
 
-@pytest.mark.parametrize("name", ["NGOpt", "Cobyla", "CMA"])
+@pytest.mark.parametrize("name", ["NGOpt", "Cobyla"])
 def test_nevergrad_optimizers_by_name(name: str) -> None:
     res = minimize(rosen, ROSEN, budget=25, optimizer=name, seed=0)
     assert res.optimizer == name
