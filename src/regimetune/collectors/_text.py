@@ -53,7 +53,7 @@ def open_bytes(path: Path) -> IO[bytes]:
     """The decompressed byte stream of ``path`` (``.gz``/``.zst`` by extension)."""
     name = path.name.lower()
     if name.endswith(".gz"):
-        return gzip.open(path, "rb")
+        return gzip.open(path, "rb")  # type: ignore[return-value]
     if name.endswith((".zst", ".zstd")):
         return _ZstdReader(path)  # type: ignore[return-value]
     return path.open("rb")
@@ -249,7 +249,7 @@ class _TextFormat:
             ):
                 raise pa.ArrowInvalid("missing field or blank line")
             return pa.table({r: v for r, v in got.items()})
-        names = [f"c{i}" for i in range(self.n_cols)]
+        col_names = [f"c{i}" for i in range(self.n_cols)]
         by_idx = {int(i): r for r, i in self.roles.items()}
         types = {
             f"c{i}": (pa.dictionary(pa.int32(), pa.string()) if r == "op" else _TYPES[r])
@@ -258,7 +258,7 @@ class _TextFormat:
         t = pacsv.read_csv(
             io.BytesIO(block),
             read_options=pacsv.ReadOptions(
-                column_names=names, use_threads=False, block_size=max(len(block) + 1, 1 << 16)
+                column_names=col_names, use_threads=False, block_size=max(len(block) + 1, 1 << 16)
             ),
             parse_options=pacsv.ParseOptions(delimiter=self.delim, quote_char=False),
             convert_options=pacsv.ConvertOptions(

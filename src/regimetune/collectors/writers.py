@@ -51,7 +51,7 @@ def _table(b: EventBatch, *, op_text: bool) -> pa.Table:
 def _open_out(path: Path) -> IO[bytes]:
     name = path.name.lower()
     if name.endswith(".gz"):
-        return gzip.open(path, "wb", compresslevel=5)
+        return gzip.open(path, "wb", compresslevel=5)  # type: ignore[return-value]
     if name.endswith((".zst", ".zstd")):
         import zstandard
 
