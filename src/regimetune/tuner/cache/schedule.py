@@ -17,7 +17,7 @@ import numpy.typing as npt
 from regimetune.models import CacheMode, CachePolicy
 from regimetune.models.errors import InputError
 
-UNLIMITED = np.int64(1) << np.int64(62)
+UNLIMITED: int = 1 << 62
 """Capacity of an unlimited cache: more keys than any trace holds, less than ``COLD``."""
 
 
@@ -80,17 +80,17 @@ def policy_schedule(policy: CachePolicy, *, ts: np.ndarray, first_ref: np.ndarra
         raise InputError(f"expected a CachePolicy, got {type(policy).__name__}")
     if policy.mode is CacheMode.UNLIMITED:
         return CapacitySchedule.build([0], [UNLIMITED])
-    assert policy.limit_keys is not None  # the model validates it
+    limit = int(policy.limit_keys or 0)  # the model guarantees one for these modes
     if policy.mode is CacheMode.LRU:
-        return CapacitySchedule.build([0], [policy.limit_keys])
+        return CapacitySchedule.build([0], [limit])
     if policy.high_watermark_keys is not None:
         h = policy.high_watermark_keys
         at = int(first_ref[h - 1]) + 1 if h <= len(first_ref) else len(ts)
     else:
-        at = int(np.searchsorted(ts, policy.switch_time_s, side="left"))
+        at = int(np.searchsorted(ts, float(policy.switch_time_s or 0.0), side="left"))
     if at >= len(ts):
         return CapacitySchedule.build([0], [UNLIMITED])
-    return CapacitySchedule.build([0, at], [UNLIMITED, policy.limit_keys])
+    return CapacitySchedule.build([0, at], [UNLIMITED, limit])
 
 
 @dataclass(frozen=True)
