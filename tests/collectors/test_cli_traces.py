@@ -127,3 +127,18 @@ def test_truncated_oracle_exits_2(tmp_path: Path) -> None:
     r = runner.invoke(app, ["windows", str(p)])
     assert r.exit_code == 2
     assert "multiple of 24" in r.output
+
+
+def test_truncated_gzip_and_backwards_time_exit_2(trace: Path, tmp_path: Path) -> None:
+    gz = tmp_path / "t.csv.gz"
+    r = runner.invoke(app, ["generate", str(gz), "--duration", "60", "--workers", "4"])
+    assert r.exit_code == 0, r.output
+    gz.write_bytes(gz.read_bytes()[:-100])
+    r = runner.invoke(app, ["windows", str(gz)])
+    assert r.exit_code == 2
+    assert "truncated or corrupt" in r.output
+    back = tmp_path / "back.csv"
+    back.write_text("ts,key,op\n10,1,get\n11,2,get\n3,3,get\n12,4,get\n")
+    r = runner.invoke(app, ["windows", str(back)])
+    assert r.exit_code == 2
+    assert "back.csv:4" in r.output and "goes back" in r.output
