@@ -227,3 +227,21 @@ def test_frame_round_trip(tmp_path: Path, name: str) -> None:
     np.testing.assert_array_equal(f.bucket_bytes, g.bucket_bytes)
     with pytest.raises(ConfigError):
         write_windows(f, tmp_path / "w.txt")
+
+
+def test_hot_keys_find_the_trace_wide_heavy_hitters() -> None:
+    rng = np.random.default_rng(9)
+    n = 300_000
+    keys = rng.integers(0, 200_000, n)
+    hot = rng.random(n) < 0.2
+    keys[hot] = rng.choice([11, 22, 33], int(hot.sum()), p=[0.5, 0.3, 0.2])
+    b = EventBatch.from_columns(ts=np.sort(rng.random(n) * 100), key=keys)
+    agg = WindowAggregator(1.0, top_k=5)
+    agg.push(b)
+    agg.flush()
+    got = agg.hot_keys(3)
+    assert [k for k, _ in got] == [11, 22, 33]
+    truth = {k: int((keys == k).sum()) for k in (11, 22, 33)}
+    for k, est in got:
+        assert est == truth[k]  # always in their windows' top 5, so counted exactly
+    assert WindowAggregator().hot_keys() == []

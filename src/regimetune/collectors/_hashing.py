@@ -124,6 +124,8 @@ def _window_kernel(
     gused: np.ndarray,
     use_global: bool,
     first: np.ndarray,
+    topkeys: np.ndarray,
+    topcnt: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     nw = len(starts) - 1
     active = np.zeros(nw, dtype=np.int64)
@@ -171,11 +173,15 @@ def _window_kernel(
                 if c[j] > 0:
                     s += c[j] * np.log2(c[j])
             ent[w] = max(np.log2(tot) - s / tot, 0.0)
-            if ns <= top_k:
-                top[w] = 1.0
-            else:
-                cs = np.sort(c)
-                top[w] = cs[ns - top_k :].sum() / tot
+            order = np.argsort(c)
+            m = min(ns, top_k)
+            s_top = 0.0
+            for j in range(m):
+                sl = slots[order[ns - 1 - j]]
+                topkeys[w, j] = ltab[sl]
+                topcnt[w, j] = lcnt[sl]
+                s_top += lcnt[sl]
+            top[w] = s_top / tot
         active[w] = ns
         if use_global:
             added = 0
@@ -199,16 +205,20 @@ def _window_kernel(
 
 def window_stats(
     keys: np.ndarray, weights: np.ndarray, starts: np.ndarray, top_k: int, seen: KeySet | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, ...]:
     """Per window ``[starts[w], starts[w+1])`` of ``keys`` (each with a positive ``weight``):
-    distinct keys, keys new to ``seen`` (added to it), entropy (bits), top-k share, and a mask of
-    each key's first event in its window."""
+    distinct keys, keys new to ``seen`` (added to it), entropy (bits), top-k share, a mask of
+    each key's first event in its window, and each window's top-k keys and their counts (count
+    0 where the window has fewer keys)."""
     first = np.zeros(len(keys), dtype=np.bool_)
     if seen is not None:
         seen.reserve(len(keys))
         gt, gu = seen._table, seen._used
     else:
         gt, gu = np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.bool_)
+    nwin = len(starts) - 1
+    topkeys = np.zeros((nwin, top_k), dtype=np.uint64)
+    topcnt = np.zeros((nwin, top_k), dtype=np.int64)
     active, new, ent, top = _window_kernel(
         np.ascontiguousarray(keys, dtype=np.uint64),
         np.ascontiguousarray(weights, dtype=np.int64),
@@ -218,10 +228,12 @@ def window_stats(
         gu,
         seen is not None,
         first,
+        topkeys,
+        topcnt,
     )
     if seen is not None:
         seen._n += int(new.sum())
-    return active, new, ent, top, first
+    return active, new, ent, top, first, topkeys, topcnt
 
 
 __all__ = ["KeySet", "bucket_of", "mix64", "window_stats"]

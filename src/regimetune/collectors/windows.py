@@ -28,6 +28,8 @@ from regimetune.models.events import NO_LABEL, EventBatch, Op
 from regimetune.models.windows import SCALAR_COLUMNS, WindowFrame, WindowStats
 
 _COMPACT_AT = 1 << 22  # raw keys buffered in the open window before they are folded into counts
+HOT_LG_MAX_K = 12
+"""Size of the hot-key sketch (up to 0.75 * 2^12 tracked keys)."""
 HLL_LG_K = 14
 """HyperLogLog precision once the keyspace is sketched: relative standard error about 0.8%."""
 
@@ -120,6 +122,7 @@ class WindowAggregator:
         self._open = _Open(self.n_buckets)
         self._seen: KeySet | None = KeySet()
         self._hll: Any = None
+        self._freq: Any = None
         self._started = True
 
     @property
@@ -289,7 +292,10 @@ class WindowAggregator:
         np.cumsum(per_b, out=starts[1:])
         starts[1:] += len(ok)
         before = self.keyspace_size
-        active, new, ent, top, first = window_stats(keys, weights, starts, self.top_k, self._seen)
+        active, new, ent, top, first, tkeys, tcnt = window_stats(
+            keys, weights, starts, self.top_k, self._seen
+        )
+        self._note_hot(tkeys, tcnt)
         if self._seen is not None:
             ks = before + np.cumsum(new)
             exact = np.ones(nwin, dtype=bool)
@@ -373,6 +379,30 @@ class WindowAggregator:
         out = counts.argmax(axis=1) + lo
         out[counts.sum(axis=1) == 0] = NO_LABEL
         return out
+
+    def _note_hot(self, tkeys: np.ndarray, tcnt: np.ndarray) -> None:
+        if self._freq is None:
+            import datasketches
+
+            self._freq = datasketches.frequent_items_sketch(HOT_LG_MAX_K)
+        upd = self._freq.update
+        nz = tcnt > 0
+        for k, c in zip(tkeys[nz].tolist(), tcnt[nz].tolist(), strict=True):
+            upd(k, c)
+
+    def hot_keys(self, n: int = 10) -> list[tuple[int, int]]:
+        """The trace's hottest keys so far with estimated request counts, most requested first.
+
+        A datasketches frequent-items sketch fed with every closed window's top-k keys and
+        their exact window counts: memory stays flat at any keyspace size; a key's requests in
+        windows where it was not among the top k are not counted (an underestimate), plus the
+        sketch's own error (``frequent_items_sketch.get_epsilon_for_lg_size``)."""
+        if getattr(self, "_freq", None) is None:
+            return []
+        import datasketches
+
+        items = self._freq.get_frequent_items(datasketches.frequent_items_error_type.NO_FALSE_NEGATIVES)
+        return [(int(k), int(est)) for k, est, _lo, _hi in items[:n]]
 
     def _to_sketch(self) -> None:
         import datasketches
