@@ -229,6 +229,8 @@ def test_bad_inputs_raise_project_errors():
         CacheTrace.from_arrays(ts=[1.0, 0.0], keys=[1, 2])
     with pytest.raises(InputError, match="window length"):
         CacheTrace.from_arrays(ts=[0.0], keys=[1], window_s=0)
+    with pytest.raises(InputError, match="longer windows"):
+        CacheTrace.from_arrays(ts=[0.0, 1e12], keys=[1, 2], window_s=1.0)
     with pytest.raises(InputError, match="integers"):
         CacheTrace.from_arrays(ts=[0.0], keys=[1.5])
     with pytest.raises(InputError, match=">= 0 keys"):

@@ -101,6 +101,12 @@ class CacheTrace:
         first_ref = np.flatnonzero(dist == COLD)
         n_keys = len(first_ref)
         t0 = float(ts_a[0])
+        span_windows = (float(ts_a[-1]) - t0) / window_s
+        if span_windows >= max(4 * n, 10_000_000):
+            raise InputError(
+                f"{window_s} s windows over a {ts_a[-1] - t0:g} s trace make {span_windows:.3g} windows "
+                f"for {n} requests: use longer windows (or check the trace's time unit)"
+            )
         w = ((ts_a - t0) // window_s).astype(np.int64)
         n_win = int(w[-1]) + 1
         win_bounds = np.searchsorted(w, np.arange(n_win + 1), side="left").astype(np.int64)
