@@ -273,6 +273,39 @@ def _evaluate(
     )
 
 
+def evaluate_target(
+    load: np.ndarray,
+    size: np.ndarray,
+    host: np.ndarray,
+    target: np.ndarray,
+    stays: np.ndarray,
+    n_before: int,
+    weights: PufferscaleWeights,
+    *,
+    model: Model = "network",
+    net_bandwidth: float = DEFAULT_NET_BANDWIDTH,
+    write_bandwidth: float = DEFAULT_WRITE_BANDWIDTH,
+    read_bandwidth: float = DEFAULT_READ_BANDWIDTH,
+) -> ArrayPlan:
+    """Metrics and targets of any placement ``target`` (e.g. the exact solver's)."""
+    n_after = int(stays.sum())
+    tg = compute_targets(
+        float(load.sum()),
+        float(size.sum()),
+        n_before,
+        n_after,
+        n_after < stays.shape[0],
+        weights,
+        model=model,
+        net_bandwidth=net_bandwidth,
+        write_bandwidth=write_bandwidth,
+        read_bandwidth=read_bandwidth,
+    )
+    return _evaluate(
+        load, size, host, target, stays, tg, n_before, model, net_bandwidth, write_bandwidth, read_bandwidth
+    )
+
+
 def resolve_servers(
     placement: Mapping[int, int],
     buckets: Sequence[Bucket],
