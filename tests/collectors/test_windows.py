@@ -245,3 +245,10 @@ def test_hot_keys_find_the_trace_wide_heavy_hitters() -> None:
     for k, est in got:
         assert est == truth[k]  # always in their windows' top 5, so counted exactly
     assert WindowAggregator().hot_keys() == []
+
+
+def test_a_huge_jump_in_time_is_refused() -> None:
+    agg = WindowAggregator(1.0)
+    agg.push(EventBatch.from_columns(ts=[0.0], key=[1]))
+    with pytest.raises(InputError, match="time-unit"):
+        agg.push(EventBatch.from_columns(ts=[1e12], key=[1]))

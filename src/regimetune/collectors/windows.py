@@ -28,6 +28,8 @@ from regimetune.models.events import NO_LABEL, EventBatch, Op
 from regimetune.models.windows import SCALAR_COLUMNS, WindowFrame, WindowStats
 
 _COMPACT_AT = 1 << 22  # raw keys buffered in the open window before they are folded into counts
+MAX_GAP_WINDOWS = 10_000_000
+"""A jump in time over more windows than this is refused rather than filled with empty ones."""
 HOT_LG_MAX_K = 12
 """Size of the hot-key sketch (up to 0.75 * 2^12 tracked keys)."""
 HLL_LG_K = 14
@@ -147,6 +149,13 @@ class WindowAggregator:
         """Whether ``keyspace_size`` is still exact."""
         return not self._started or self._seen is not None
 
+    def _check_jump(self, idx: int, t: float) -> None:
+        if idx - self._cur > MAX_GAP_WINDOWS:
+            raise InputError(
+                f"time {t:g} is {idx - self._cur:,} windows after the open window: more than "
+                f"{MAX_GAP_WINDOWS:,} empty windows (wrong --time-unit?)"
+            )
+
     def _index(self, ts: np.ndarray) -> np.ndarray:
         return np.floor((ts - self.origin_) / self.window_s).astype(np.int64)
 
@@ -170,6 +179,7 @@ class WindowAggregator:
             self._start(float(batch.ts[0]))
         widx = np.maximum.accumulate(np.maximum(self._index(batch.ts), self._cur))
         last = int(widx[-1])
+        self._check_jump(last, float(batch.ts[-1]))
         split = int(np.searchsorted(widx, last, side="left"))
         out = self._close_through(last, batch.slice(0, split), widx[:split]) if last > self._cur else None
         self._add_open(batch.slice(split, len(batch)))
@@ -205,6 +215,7 @@ class WindowAggregator:
         if not self._started:
             self._start(float(window_start))
         idx = round((window_start - self.origin_) / self.window_s)
+        self._check_jump(idx, float(window_start))
         if idx < self._cur:
             raise InputError(
                 f"window starting at {window_start} is already closed (open window starts at "
