@@ -39,15 +39,15 @@ FEATURES: tuple[str, ...] = (
 
 #: Fixed unit of each feature: a distance of 1 is about a factor e in the read rate, a factor
 #: e^2 in the write rate, the read/write ratio, the keyspace growth or the active keys (small
-#: counts, so their logarithms are noisy), a quarter of the requests moving
-#: in or out of the top-k, or two bits of entropy.
+#: counts, so their logarithms are noisy), half of the requests moving in or out of the
+#: top-k, or four bits of entropy (both move a long way during a flash crowd's decline).
 UNITS: dict[str, float] = {
     "log_reads": 1.0,
     "log_writes": 2.0,
     "log_growth": 2.0,
     "log_active": 2.0,
-    "topk_share": 0.25,
-    "entropy": 2.0,
+    "topk_share": 0.5,
+    "entropy": 4.0,
     "log_rw": 2.0,
 }
 

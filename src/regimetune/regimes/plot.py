@@ -58,8 +58,9 @@ def plot_regimes(
     ax.grid(alpha=0.3)
     legend = ax.legend(loc="upper right", fontsize=9)
     for handle in legend.legend_handles:
-        if hasattr(handle, "set_sizes"):
-            handle.set_sizes([40.0])
+        set_sizes = getattr(handle, "set_sizes", None)
+        if set_sizes is not None:
+            set_sizes([40.0])
     fig.tight_layout()
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p)
