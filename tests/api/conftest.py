@@ -28,6 +28,7 @@ def settings_for(tmp_path: Path, **over: Any) -> Any:
         "store": {"url": f"sqlite:///{tmp_path / 'rt.db'}"},
         "auth": {"write_tokens": [TOKEN], "read_tokens": [READ_TOKEN]},
         "engine": {"window_s": 60.0, "detector": {"warmup": 10}},
+        "ingest": {"apply": "sync"},
         "push": {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "poll_interval_s": 0.02},
     }
     for k, v in over.items():

@@ -64,7 +64,13 @@ def backend_versions(port: int) -> list[tuple[int, int]]:
     return [(e["version"]["version"], e["duplicates"]) for e in r.json()["entries"]]
 
 
+def applied(base: str) -> None:
+    """Wait until the service applied every acknowledged batch (ingest applies in the background)."""
+    wait_until(lambda: (s := httpx.get(f"{base}/v1/engine").json())["applied_seq"] == s["last_seq"])
+
+
 def decided_versions(base: str) -> list[int]:
+    applied(base)
     items = httpx.get(f"{base}/v1/decisions", params={"limit": 1000}).json()["items"]
     return [d["policy_version"] for d in reversed(items) if d["policy_version"] is not None]
 
@@ -109,6 +115,7 @@ def test_sigkill_loses_no_acknowledged_batch_and_keeps_regime_ids(tmp_path, work
         with IngestClient(f"http://127.0.0.1:{port}", token=TOKEN) as client:
             for wc in workload:
                 client.send(wc)
+        applied(f"http://127.0.0.1:{port}")
         ref_decisions = httpx.get(f"http://127.0.0.1:{port}/v1/decisions", params={"limit": 1000}).json()
         ref_segments = httpx.get(f"http://127.0.0.1:{port}/v1/regimes", params={"limit": 1000}).json()
     finally:
@@ -136,6 +143,7 @@ def test_sigkill_loses_no_acknowledged_batch_and_keeps_regime_ids(tmp_path, work
                     continue  # not acknowledged: send again (the Idempotency-Key dedups)
                 acked.extend(a["seq"] for a in acks)
                 i += 1
+        applied(base)
         got_decisions = httpx.get(f"{base}/v1/decisions", params={"limit": 1000}).json()
         got_segments = httpx.get(f"{base}/v1/regimes", params={"limit": 1000}).json()
     finally:

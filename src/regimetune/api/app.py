@@ -20,6 +20,7 @@ from regimetune.api.jobs import JobManager
 from regimetune.api.metrics import Metrics
 from regimetune.api.outbox import SqlOutboxStore
 from regimetune.api.routes import ROUTERS
+from regimetune.api.routes.policies import PolicyFastPath
 from regimetune.api.settings import PushSettings, Settings
 from regimetune.api.store import Store
 from regimetune.models import ConfigError, PushOutcome, TuningRun
@@ -158,6 +159,7 @@ def create_app(
         try:
             yield
         finally:
+            engine.stop()
             if worker is not None:
                 worker.stop()
             if adapter is not None and backend is None:
@@ -191,6 +193,7 @@ def create_app(
     app.add_middleware(
         BodyLimit, limit=settings.tuning.max_upload_bytes, prefixes=("/v1/tuning-jobs/upload",)
     )
+    app.add_middleware(PolicyFastPath, store=store, open_reads=not settings.auth.protect_reads)
     app.add_middleware(_Timing, metrics=metrics)
     return app
 

@@ -45,11 +45,11 @@ def _check(request: Request, creds: HTTPAuthorizationCredentials | None, *, writ
         raise HTTPException(403, f"the bearer token does not grant {what} access")
 
 
-def require_write(request: Request, creds: Credentials) -> None:
+async def require_write(request: Request, creds: Credentials) -> None:
     _check(request, creds, write=True)
 
 
-def require_read(request: Request, creds: Credentials) -> None:
+async def require_read(request: Request, creds: Credentials) -> None:
     _check(request, creds, write=False)
 
 

@@ -12,23 +12,23 @@ from regimetune.api.settings import Settings
 from regimetune.api.store import Store
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _store(request: Request) -> Store:
+async def _store(request: Request) -> Store:
     return request.app.state.store
 
 
-def _engine(request: Request) -> Engine:
+async def _engine(request: Request) -> Engine:
     return request.app.state.engine
 
 
-def _metrics(request: Request) -> Metrics:
+async def _metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
-def _jobs(request: Request) -> Any:
+async def _jobs(request: Request) -> Any:
     return request.app.state.jobs
 
 

@@ -15,6 +15,8 @@ version and enqueues it for the push worker. ``pause`` acts as ``recommend`` unt
 from __future__ import annotations
 
 import logging
+import math
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -122,8 +124,12 @@ class Engine:
         self.on_version = on_version
         self.on_unknown_regime = on_unknown_regime
         self.clock = clock
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the stateful steps: aggregator, detector, decisions
+        self._ingest_lock = threading.Lock()  # sequence order of durable batches
+        self._applied = threading.Condition()
         self._started = False
+        self._queue: queue.Queue[tuple[int, str, float, dict[str, np.ndarray]] | None] | None = None
+        self._thread: threading.Thread | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,12 +143,61 @@ class Engine:
             self._detector = _make_detector(self.settings, None if state is None else state["detector"])
             self._aggregator = _make_aggregator(self.settings)
             self._n_windows = 0
-            self._last_seq = 0
+            self._last_seq = self._applied_seq = 0
+            self._frontier = -math.inf
             self._started = True
             for batch in self.store.batches_after(0):
                 self._apply(batch.kind, batch.window_start, batch.columns)
-                self._last_seq = batch.seq
+                self._last_seq = self._applied_seq = batch.seq
+                self._advance_frontier(batch.kind, batch.window_start, batch.columns)
             self._update_gauges()
+        if self.settings.ingest.apply == "async" and self._thread is None:
+            self._queue = queue.Queue(maxsize=self.settings.ingest.queue_batches)
+            self._thread = threading.Thread(target=self._run, name="regimetune-engine", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Apply what is queued, then stop the background thread."""
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            seq, kind, window_start, columns = item
+            try:
+                with self._lock:
+                    self._apply(kind, window_start, columns)
+            except Exception:  # a batch that cannot be applied must not stop the engine
+                log.exception("applying ingest batch %d failed; it stays in the store", seq)
+            with self._applied:
+                self._applied_seq = seq
+                self._applied.notify_all()
+
+    def wait_applied(self, seq: int | None = None, timeout: float | None = None) -> bool:
+        """Wait until batch ``seq`` (default: the last acknowledged one) is applied."""
+        target = self._last_seq if seq is None else seq
+        with self._applied:
+            return self._applied.wait_for(lambda: self._applied_seq >= target, timeout)
+
+    @property
+    def applied_seq(self) -> int:
+        return self._applied_seq
+
+    def _advance_frontier(self, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> None:
+        ws = self.settings.engine.window_s
+        if kind == "counts":
+            start = window_start
+        elif len(columns.get("ts", ())):
+            start = math.floor(float(columns["ts"][-1]) / ws) * ws
+        else:
+            return
+        self._frontier = max(self._frontier, start)
 
     def _load_policy_file(self) -> PolicyFile | None:
         path = self.settings.policy_file
@@ -171,7 +226,7 @@ class Engine:
         the same ``client_key`` (the daemon's Idempotency-Key) is acknowledged, not applied."""
         if not self._started:
             raise ConfigError("engine not started")
-        with self._lock:
+        with self._ingest_lock:
             if client_key is not None:
                 known = self.store.batch_by_key(client_key)
                 if known is not None:
@@ -181,24 +236,35 @@ class Engine:
                 kind=kind, window_start=window_start, columns=columns, client_key=client_key
             )
             self._last_seq = seq
-            closed = self._apply(kind, window_start, columns)
+            self._advance_frontier(kind, window_start, columns)
+            if self._queue is not None:
+                self._queue.put((seq, kind, window_start, columns))  # blocks when full: backpressure
+                closed: list[WindowStats] = []
+            else:
+                with self._lock:
+                    closed = self._apply(kind, window_start, columns)
+                with self._applied:
+                    self._applied_seq = seq
+                    self._applied.notify_all()
         rows = max((len(c) for c in columns.values()), default=0)
         self.metrics.ingest_batches.inc()
         (self.metrics.ingest_keys if kind == "counts" else self.metrics.ingest_events).inc(rows)
         return IngestResult(seq=seq, rows=rows, windows=tuple(closed))
 
     def _validate(self, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> None:
-        agg = self._aggregator
         if kind not in ("counts", "events"):
             raise InputError(f"unknown batch kind {kind!r}")
         if not np.isfinite(window_start) or window_start < 0:
             raise InputError("window_start must be a finite number >= 0")
-        if getattr(agg, "_started", False):
-            open_start = agg.origin_ + agg._cur * agg.window_s
-            if window_start < open_start - 1e-9 * max(1.0, abs(open_start)) and kind == "counts":
-                raise InputError(
-                    f"window starting at {window_start} is already closed (open window starts at {open_start})"
-                )
+        ws = self.settings.engine.window_s
+        if (
+            kind == "counts"
+            and self._frontier > -math.inf
+            and round((window_start - self._frontier) / ws) < 0
+        ):
+            raise InputError(
+                f"window starting at {window_start} is already closed (open window starts at {self._frontier})"
+            )
         nb = self.settings.engine.n_buckets
         for name in ("bucket_load", "bucket_bytes"):
             if name in columns and len(columns[name]) != nb:

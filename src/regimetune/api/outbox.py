@@ -68,6 +68,7 @@ class SqlOutboxStore:
             if "attempts" in values and values["attempts"] is None:
                 values["attempts"] = t.outbox.c.attempts + 1
             n = conn.execute(t.outbox.update().where(t.outbox.c.version == version).values(**values)).rowcount
+        self.store.invalidate()
         if not n:
             raise NotFoundError(f"outbox holds no version {version}")
         if self.on_change is not None:

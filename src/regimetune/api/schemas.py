@@ -65,7 +65,7 @@ class IngestAck(BaseModel):
 
     seq: int
     rows: int
-    windows_closed: int
+    windows_closed: int = Field(description="Windows this batch closed (0 when applied in the background).")
     duplicate: bool = False
 
 
@@ -115,8 +115,8 @@ class EngineStatus(BaseModel):
     paused: bool
     current_regime: int | None
     windows: int
-    last_seq: int
-    processed_seq: int
+    last_seq: int = Field(description="Sequence number of the last durable batch.")
+    applied_seq: int = Field(description="Sequence number of the last batch applied to windows and regimes.")
     detector: str
     aggregator: str
     push_backend: str

@@ -55,9 +55,15 @@ class AuthSettings(BaseModel):
 
 
 class IngestSettings(BaseModel):
+    """``apply``: ``async`` acknowledges a batch once it is durable and applies it to the
+    windows and the detector in a background thread (in sequence order; at most
+    ``queue_batches`` waiting, then ingest blocks); ``sync`` applies it before answering."""
+
     model_config = _SECTION
     max_body_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
     max_keys_per_batch: Annotated[int, Field(ge=1)] = 4_000_000
+    apply: Literal["sync", "async"] = "async"
+    queue_batches: Annotated[int, Field(ge=1)] = 256
 
 
 class BoundsSettings(BaseModel):

@@ -171,11 +171,11 @@ def demo(
                 _report(http, base, burl, headers, bheaders, seen_decisions, seen_versions, wc.label)
                 progress.advance(task)
                 time.sleep(max(0.0, t0 + (i + 1) * pace - time.monotonic()))
-            end = time.monotonic() + 10
-            while time.monotonic() < end:  # let the outbox deliver the last versions
+            end = time.monotonic() + 20
+            while time.monotonic() < end:  # let the engine apply and the outbox deliver the rest
                 _report(http, base, burl, headers, bheaders, seen_decisions, seen_versions, -1)
-                pending = http.get(f"{base}/v1/engine", headers=headers).json()["outbox_pending"]
-                if not pending:
+                st = http.get(f"{base}/v1/engine", headers=headers).json()
+                if not st["outbox_pending"] and st["applied_seq"] == st["last_seq"]:
                     break
                 time.sleep(0.2)
             _summary(http, base, burl, headers, bheaders)

@@ -20,7 +20,7 @@ def _status(request: Request, engine: EngineDep, settings: SettingsDep) -> Engin
         current_regime=engine.current_regime,
         windows=engine.n_windows,
         last_seq=engine.last_seq,
-        processed_seq=engine.last_seq,
+        applied_seq=engine.applied_seq,
         detector=engine.detector_name,
         aggregator=engine.aggregator_name,
         push_backend=settings.push.backend,

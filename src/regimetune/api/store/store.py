@@ -111,6 +111,13 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._version_lock = threading.Lock()
+        self._gen = 0  # bumped by every write that may change the policy in force
+        self._in_force: tuple[int, PolicyVersion | None, bytes] | None = None
+
+    def invalidate(self) -> None:
+        """Forget the cached policy in force (after a new version or a push outcome)."""
+        self._gen += 1
+        self._in_force = None
 
     @classmethod
     def open(cls, cfg: StoreSettings) -> Store:
@@ -239,7 +246,10 @@ class Store:
                 self._checkpoint(conn, "engine", checkpoint, w.index)
             if decision is None:
                 return None, None
-            return self._decide(conn, decision, policy, make_version=make_version, enqueue=enqueue)
+            self.invalidate()
+            out = self._decide(conn, decision, policy, make_version=make_version, enqueue=enqueue)
+        self.invalidate()
+        return out
 
     @staticmethod
     def _extend_segment(conn: Connection, regime_id: int, w: WindowStats) -> None:
@@ -343,8 +353,11 @@ class Store:
     ) -> tuple[Decision, PolicyVersion | None]:
         """Store a decision and, with ``make_version``, a new policy version (and its outbox
         entry when ``enqueue``) in one transaction."""
+        self.invalidate()
         with self._version_lock, self._engine.begin() as conn:
-            return self._decide(conn, decision, policy, make_version=make_version, enqueue=enqueue)
+            out = self._decide(conn, decision, policy, make_version=make_version, enqueue=enqueue)
+        self.invalidate()
+        return out
 
     @staticmethod
     def _decide(
@@ -377,12 +390,21 @@ class Store:
         return decision, pv
 
     def set_outcome(self, version: int, outcome: PushOutcome, detail: str = "") -> None:
+        """Record what became of the push of ``version``: the decision keeps its reason and
+        gets the push outcome after ``" | push: "``."""
         with self._engine.begin() as conn:
-            conn.execute(
-                t.decisions.update()
-                .where(t.decisions.c.policy_version == version)
-                .values(outcome=outcome.value, detail=detail)
-            )
+            rows = conn.execute(
+                sa.select(t.decisions.c.id, t.decisions.c.detail).where(
+                    t.decisions.c.policy_version == version
+                )
+            ).all()
+            for r in rows:
+                base = r.detail.split(" | push: ")[0]
+                conn.execute(
+                    t.decisions.update()
+                    .where(t.decisions.c.id == r.id)
+                    .values(outcome=outcome.value, detail=f"{base} | push: {detail}" if detail else base)
+                )
 
     def decisions(self, *, offset: int = 0, limit: int = 100) -> tuple[list[Decision], int]:
         """Newest first, and the total count."""
@@ -421,7 +443,23 @@ class Store:
 
     def in_force_version(self) -> PolicyVersion | None:
         """The policy in force: the newest version not given up on by the outbox (a failed
-        push leaves the last known-good version in force)."""
+        push leaves the last known-good version in force). Cached until the next write that
+        may change it, so backends can poll it cheaply."""
+        return self.in_force_json()[0]
+
+    def in_force_json(self) -> tuple[PolicyVersion | None, bytes]:
+        """The policy in force and its JSON body (serialised once per version)."""
+        cached = self._in_force
+        if cached is not None and cached[0] == self._gen:
+            return cached[1], cached[2]
+        gen = self._gen
+        v = self._query_in_force()
+        body = b"" if v is None else v.model_dump_json().encode()
+        if gen == self._gen:
+            self._in_force = (gen, v, body)
+        return v, body
+
+    def _query_in_force(self) -> PolicyVersion | None:
         with self._engine.connect() as conn:
             failed = sa.select(t.outbox.c.version).where(t.outbox.c.state == "failed")
             row = conn.execute(
