@@ -22,7 +22,7 @@ The detector is a streaming nearest-centroid clusterer over the features of
 
 >>> import numpy as np
 >>> from regimetune.regimes.synthetic import parsplice_like_frame
->>> frame = parsplice_like_frame(n_windows=400, seed=1)
+>>> frame = parsplice_like_frame(n_windows=1000, seed=1)
 >>> history = OnlineRegimeDetector().detect(frame)
 >>> [s.regime_id for s in history.segments]
 [0, 1, 2, 3]

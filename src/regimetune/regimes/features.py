@@ -14,7 +14,7 @@ to the last bit.
 ...                 keyspace_size=9, topk_share=0.5, entropy=3.0)
 >>> x = fx.transform_one(w)
 >>> round(x["log_reads"], 3), round(x["log_active"], 3)
-(4.605, 2.303)
+(4.605, 1.151)
 """
 
 from __future__ import annotations
