@@ -1,0 +1,150 @@
+"""Reproduce the Pufferscale paper's large-scale protocol (CCGRID 2020, Section VII-B).
+
+8,192 buckets (load and size Normal with 40% std; load sums to 1, size to 4,096 GB); 25 random
+rescalings (128..2,048 servers) as warm-up with the strategy under test; then, ``--reps``
+times, 9 rescalings (the 9th to the scenario's start size) and the recorded one. Scenarios:
+commission 128 -> 2,048, 256 -> 320; decommission 2,048 -> 128, 320 -> 256. Strategies LT,
+DT, LDT. Also times ``plan_rescale`` (with its pydantic models) on the 128 -> 2,048
+commission, and tunes the weights on two contrasting campaigns (``--skip-tuning`` to skip).
+
+    nice .venv/bin/python bench/pufferscale.py --reps 20
+
+The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from regimetune.models import PRESETS, Bucket, RescaleOperation
+from regimetune.tuner.rescale import CampaignSpec, plan_rescale, run_scenario, simulate_campaign, tune_weights
+
+PAPER_MS = 612.0
+SCENARIOS = {
+    "commission_128_to_2048": (128, 2048),
+    "commission_256_to_320": (256, 320),
+    "decommission_2048_to_128": (2048, 128),
+    "decommission_320_to_256": (320, 256),
+}
+STRATEGIES = ("LT", "DT", "LDT")
+
+
+def _full_api_ms(repeats: int = 5) -> float:
+    rng = np.random.default_rng(0)
+    n = 8192
+    load = np.abs(rng.normal(1, 0.4, n))
+    size = np.abs(rng.normal(1, 0.4, n)) * 4096e9 / n
+    buckets = [Bucket(id=j, load=float(load[j]), size=float(size[j])) for j in range(n)]
+    placement = {j: int(rng.integers(0, 128)) for j in range(n)}
+    op = RescaleOperation(kind="commission", count=1920)
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        plan_rescale(buckets, placement, list(range(128)), op, PRESETS["LDT"])
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts) * 1e3)
+
+
+def _scenarios(reps: int, seed: int) -> dict[str, dict[str, dict[str, float]]]:
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name, (a, b) in SCENARIOS.items():
+        out[name] = {}
+        for strat in STRATEGIES:
+            t0 = time.perf_counter()
+            r = run_scenario(PRESETS[strat], start=a, end=b, reps=reps, seed=seed)
+            out[name][strat] = {
+                "planner_ms_median": float(np.median(r.planner_seconds) * 1e3),
+                "l_ratio": float(np.median(r.l_ratio)),
+                "d_ratio": float(np.median(r.d_ratio)),
+                "t_ratio": float(np.median(r.t_ratio)),
+                "t_over_lower_bound": float(np.median(r.t_max / r.t_lower_bound)),
+                "t_median_s": float(np.median(r.t_max)),
+                "t_range_s": float(np.ptp(r.t_max)),
+                "moved": float(np.median(r.moved)),
+            }
+            s = out[name][strat]
+            print(
+                f"{name:26s} {strat:4s} L/Lt={s['l_ratio']:.3f} D/Dt={s['d_ratio']:.3f} T/Tt={s['t_ratio']:.3f} "
+                f"T/LB={s['t_over_lower_bound']:.3f} T={s['t_median_s']:.2f}s range={s['t_range_s']:.2f}s "
+                f"planner={s['planner_ms_median']:.1f}ms ({time.perf_counter() - t0:.0f}s)",
+                flush=True,
+            )
+    return out
+
+
+def _tuning(budget: int) -> dict[str, dict[str, object]]:
+    kw = dict(n_buckets=1024, min_servers=16, max_servers=256, warmup=10, operations=20)
+    campaigns = {
+        "volatile_commissions": CampaignSpec(p_commission=0.85, volatility=0.3, size_volatility=0.3, **kw),  # type: ignore[arg-type]
+        "stable_decommissions": CampaignSpec(p_commission=0.25, **kw),  # type: ignore[arg-type]
+    }
+    out: dict[str, dict[str, object]] = {}
+    held_out = (100, 101, 102)
+    for name, spec in campaigns.items():
+        t0 = time.perf_counter()
+        w, rep = tune_weights(spec, budget=budget, seed=0, n_seeds=2)
+
+        def score(weights, spec=spec) -> float:  # type: ignore[no-untyped-def]
+            return float(np.mean([simulate_campaign(weights, spec, seed=s).value for s in held_out]))
+
+        held = {"tuned": score(w), **{k: score(p) for k, p in PRESETS.items()}}
+        out[name] = {
+            "weights": [w.w_load, w.w_data, w.w_time],
+            "value": rep.value,
+            "preset_values": rep.preset_values,
+            "improvement_over_best_preset": rep.improvement,
+            "held_out_values": held,
+            "evaluations": rep.n_evaluations,
+        }
+        print(
+            f"tuning {name}: W=({w.w_load:.3g}, {w.w_data:.3g}, {w.w_time:.3g}) value={rep.value:.4f} "
+            f"presets={ {k: round(v, 4) for k, v in rep.preset_values.items()} } "
+            f"held-out={ {k: round(v, 4) for k, v in held.items()} } ({time.perf_counter() - t0:.0f}s)",
+            flush=True,
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=20, help="recorded operations per scenario (paper: 100)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=int, default=30, help="tuning evaluations per campaign")
+    ap.add_argument("--skip-tuning", action="store_true")
+    args = ap.parse_args()
+    # Compile the kernels first so no timing includes numba's compilation.
+    run_scenario(PRESETS["LDT"], start=5, end=8, reps=1, n_buckets=16, min_servers=2, max_servers=8, warmup=2)
+    full_ms = _full_api_ms()
+    print(f"plan_rescale (with models), commission 128 -> 2,048: {full_ms:.1f} ms", flush=True)
+    res = _scenarios(args.reps, args.seed)
+    big = res["commission_128_to_2048"]
+    planner_ms = float(np.median([big[s]["planner_ms_median"] for s in STRATEGIES]))
+    summary: dict[str, object] = {
+        "reps": args.reps,
+        "planner_ms_commission_1920": planner_ms,
+        "plan_rescale_ms_commission_1920": full_ms,
+        "ratio_to_paper_612ms": planner_ms / PAPER_MS,
+        "lt_load_within_at_128": res["decommission_2048_to_128"]["LT"]["l_ratio"] - 1,
+        "dt_data_within_at_128": res["decommission_2048_to_128"]["DT"]["d_ratio"] - 1,
+        "lt_load_within_at_2048": res["commission_128_to_2048"]["LT"]["l_ratio"] - 1,
+        "dt_data_within_at_2048": res["commission_128_to_2048"]["DT"]["d_ratio"] - 1,
+        "ldt_vs_lt_range_reduction": {
+            k: 1 - v["LDT"]["t_range_s"] / v["LT"]["t_range_s"] if v["LT"]["t_range_s"] > 0 else None
+            for k, v in res.items()
+        },
+        "ldt_vs_dt_duration_ratio": {
+            k: v["LDT"]["t_median_s"] / v["DT"]["t_median_s"] for k, v in res.items()
+        },
+        "scenarios": res,
+    }
+    if not args.skip_tuning:
+        summary["tuning"] = _tuning(args.budget)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
