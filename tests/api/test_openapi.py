@@ -36,7 +36,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp: Path = tmp_path_factory.mktemp("openapi")
     return create_app(
         settings_for(tmp, ingest={"max_body_bytes": 1 << 20}, tuning={"executor": "thread"}),
-        jobs_runner=lambda *a: {"policy_file": {}, "report": {}},
+        jobs_runner=lambda *a, **k: {"policy_file": {}, "report": {}},
     )
 
 

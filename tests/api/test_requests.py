@@ -194,3 +194,25 @@ def test_app_refuses_to_start_without_write_token(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="no write token"):
         create_app(load_settings(store={"url": f"sqlite:///{tmp_path / 'x.db'}"}))
+
+
+def test_tuning_job_on_a_server_side_trace_applies_tuned_policies(make_client, tmp_path: Path) -> None:
+    from regimetune.collectors import GeneratorConfig, generate, write_events
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    trace = traces / "run.csv"
+    write_events(generate(GeneratorConfig(duration_s=1800, workers=8, seed=3)), trace)
+    c = make_client(tuning={"trace_dirs": [str(traces)], "executor": "thread"}, engine={"window_s": 10.0})
+    r = c.post("/v1/tuning-jobs", json={"trace": str(trace), "budget": 6, "apply": True}, headers=AUTH)
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert job["status"] == "running"
+    run = c.app.state.jobs.wait(job["id"], timeout=120)
+    assert run.status.value == "succeeded", run.error
+    got = c.get(f"/v1/tuning-jobs/{job['id']}").json()
+    assert got["status"] == "succeeded" and got["policies"]
+    stored = c.get("/v1/policies").json()
+    assert set(stored) == {str(k) for k in got["policies"]}
+    assert all(p["source"] == "tuned" for p in stored.values())
+    assert 'regimetune_tuning_jobs_total{status="succeeded"} 1.0' in c.get("/metrics").text

@@ -148,6 +148,8 @@ def create_app(
         metrics=metrics,
         executor=executor,
         on_success=applied,
+        detector_state=engine.detector_state,
+        window_s=settings.engine.window_s,
         **jobs_kw,
     )
     engine.start()

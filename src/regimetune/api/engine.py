@@ -436,6 +436,11 @@ class Engine:
             self.store.set_kv("engine.paused", paused)
             self._paused = paused
 
+    def detector_state(self) -> dict[str, Any] | None:
+        """A copy of the detector's state (JSON data), e.g. for a tuning job."""
+        with self._lock:
+            return None if self._detector is None else self._detector.to_state()
+
     @property
     def current_regime(self) -> int | None:
         return None if self._detector is None else self._detector.current

@@ -7,7 +7,6 @@ module only schedules it and records what became of it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import tempfile
 import threading
@@ -33,23 +32,39 @@ from regimetune.models import (
 log = logging.getLogger(__name__)
 
 
-def run_tuning(trace: str, objective: str, budget: int, optimizer: str) -> dict[str, Any]:
-    """Run one tuning session (in a worker process); returns the policy file as JSON data.
+def run_tuning(
+    trace: str,
+    objective: str,
+    budget: int,
+    optimizer: str,
+    *,
+    window_s: float = 10.0,
+    detector_state: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run one cache tuning session on a trace file (in a worker process) with the tuner's
+    :func:`~regimetune.tuner.sessions.tune_cache_batches`; returns the policy file and the
+    report as JSON data.
 
-    The tuner's trace-level entry point is looked up at call time so the service runs while
-    the tuner grows; a missing entry point fails the job with a clear reason.
+    The trace's windows go through a detector restored from the service's own detector
+    state (when given), so the tuned policies are keyed by the regime ids the service uses.
     """
-    from regimetune import tuner
+    from regimetune.collectors import read_trace
+    from regimetune.regimes import OnlineRegimeDetector
+    from regimetune.tuner.sessions import DEFAULT_OPTIMIZER, tune_cache_batches
 
-    entry: Callable[..., Any] | None = getattr(tuner, "tune_trace", None)
-    if entry is None:
-        raise TuningError("this build of regimetune.tuner has no trace-level entry point (tune_trace)")
-    result = entry(trace, objective=objective, budget=budget, optimizer=optimizer)
-    pf = result if isinstance(result, PolicyFile) else getattr(result, "policy_file", None)
-    if not isinstance(pf, PolicyFile):
-        raise TuningError("the tuner returned no policy file")
-    report = getattr(result, "report", {}) or {}
-    return {"policy_file": pf.model_dump(mode="json"), "report": report}
+    if objective != Objective.CACHE.value:
+        raise TuningError(f"tuning jobs run the cache objective; {objective!r} is not wired to the service")
+    detector = OnlineRegimeDetector.from_state(detector_state) if detector_state else None
+    result = tune_cache_batches(
+        read_trace(trace),
+        window_s=window_s,
+        trace_name=Path(trace).name,
+        detector=detector,
+        optimizer=DEFAULT_OPTIMIZER if optimizer == "auto" else optimizer,
+        budget=budget,
+        workers=0,  # this job is already one worker of the pool
+    )
+    return {"policy_file": result.policy_file.model_dump(mode="json"), "report": result.report}
 
 
 class JobManager:
@@ -67,6 +82,8 @@ class JobManager:
         executor: Executor | None = None,
         runner: Callable[..., dict[str, Any]] = run_tuning,
         on_success: Callable[[TuningRun, bool], None] | None = None,
+        detector_state: Callable[[], dict[str, Any] | None] | None = None,
+        window_s: float = 10.0,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -74,8 +91,11 @@ class JobManager:
         self.executor = executor
         self.runner = runner
         self.on_success = on_success
+        self.detector_state = detector_state
+        self.window_s = window_s
         self._lock = threading.Lock()
         self._futures: dict[str, Future[dict[str, Any]]] = {}
+        self._done: dict[str, threading.Event] = {}
 
     def _pool(self) -> Executor:
         with self._lock:
@@ -122,16 +142,38 @@ class JobManager:
             status=RunStatus.RUNNING,
             trace=trace,
         )
+        if objective is not Objective.CACHE:
+            raise InputError(
+                f"tuning jobs run the cache objective; {objective.value!r} is not available here"
+            )
         self.store.save_job(run)
-        fut = self._pool().submit(self.runner, trace, objective.value, run.budget, optimizer)
+        state = self.detector_state() if self.detector_state is not None else None
+        fut = self._pool().submit(
+            self.runner,
+            trace,
+            objective.value,
+            run.budget,
+            optimizer,
+            window_s=self.window_s,
+            detector_state=state,
+        )
         with self._lock:
             self._futures[run.id] = fut
+            self._done[run.id] = threading.Event()
         fut.add_done_callback(lambda f: self._finished(run, f, apply))
         return run
 
     def _finished(self, run: TuningRun, fut: Future[dict[str, Any]], apply: bool) -> None:
-        with self._lock:
-            self._futures.pop(run.id, None)
+        try:
+            self._record(run, fut, apply)
+        finally:
+            with self._lock:
+                self._futures.pop(run.id, None)
+                done = self._done.pop(run.id, None)
+            if done is not None:
+                done.set()
+
+    def _record(self, run: TuningRun, fut: Future[dict[str, Any]], apply: bool) -> None:
         try:
             out = fut.result()
             pf = PolicyFile.model_validate(out["policy_file"])
@@ -163,11 +205,11 @@ class JobManager:
                 log.exception("applying tuning job %s failed", run.id)
 
     def wait(self, job_id: str, timeout: float | None = None) -> TuningRun:
+        """Wait until the job is finished and recorded (or ``timeout``); returns its run."""
         with self._lock:
-            fut = self._futures.get(job_id)
-        if fut is not None:
-            with contextlib.suppress(Exception):
-                fut.result(timeout)
+            done = self._done.get(job_id)
+        if done is not None:
+            done.wait(timeout)
         return self.store.job(job_id)
 
     def shutdown(self) -> None:
