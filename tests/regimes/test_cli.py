@@ -52,6 +52,7 @@ def test_paper_mode_reports_the_third_regime_and_plots(trace: Path, tmp_path: Pa
         (["--window", "0"], "--window must be positive"),
         (["--paper", "--k", "5000"], "cannot be found"),
         (["--plot", "fig.gif"], "must end in"),
+        (["--window", "5000"], "single window"),
     ],
 )
 def test_bad_options_give_one_line_and_exit_2(trace: Path, args: list[str], match: str) -> None:

@@ -160,6 +160,11 @@ def detect_cmd(
         reader = opts.open(trace)
         with progress(None, label="windowing") as prog:
             frame = window_frame(_counted(reader, prog), window_s=window)
+        if len(frame) < 2:
+            raise ConfigError(
+                f"the trace spans a single window of {window:g} s; pass a shorter --window "
+                "(or check --time-unit)"
+            )
         out: dict[str, Any] = {"trace": str(trace), "windows": len(frame), "window_s": window}
         if paper:
             r = paper_kmeans(frame, k=4 if k is None else k)
