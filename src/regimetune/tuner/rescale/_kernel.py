@@ -123,6 +123,8 @@ def allocate_buckets(
     for k in range(m):
         c_l[k] = acc_l[cand[k]]
         c_d[k] = acc_d[cand[k]]
+    cost_buf = np.empty(m)
+    has_cap = capacity < np.inf
     il = 1.0 / l_tw
     idd = 1.0 / d_tw
     it = 1.0 / t_tw
@@ -145,24 +147,30 @@ def allocate_buckets(
             d_tw,
             t_tw,
         )
-        best = -1
-        best_cost = np.inf
         room = capacity - sj
         k0 = pos[i0]
-        # Every candidate as a destination that receives the bucket (i != i0).
-        for k in range(m):
-            a = (c_l[k] + lj) * il
-            b = (c_d[k] + sj) * idd
-            if model == NETWORK:
+        # Every candidate as a destination that receives the bucket (i != i0): one
+        # branch-free pass that LLVM vectorises, then an argmin.
+        if model == NETWORK:
+            for k in range(m):
+                a = (c_l[k] + lj) * il
+                b = (c_d[k] + sj) * idd
                 c = max(c_r[k] + sj, c_s[k]) * inet * it
-            else:
+                cost_buf[k] = a * a * a + b * b * b + 0.5 * c * c * c
+        else:
+            for k in range(m):
+                a = (c_l[k] + lj) * il
+                b = (c_d[k] + sj) * idd
                 c = ((c_r[k] + sj) * iw + c_s[k] * ir) * it
-            cost = a * a * a + b * b * b + 0.5 * c * c * c
-            if c_d[k] > room or k == k0:
-                cost = np.inf
-            if cost < best_cost:
-                best_cost = cost
-                best = k
+                cost_buf[k] = a * a * a + b * b * b + 0.5 * c * c * c
+        if has_cap:
+            for k in range(m):
+                if c_d[k] > room:
+                    cost_buf[k] = np.inf
+        if k0 >= 0:
+            cost_buf[k0] = np.inf
+        best = np.argmin(cost_buf) if m > 0 else -1
+        best_cost = cost_buf[best] if m > 0 else np.inf
         best_cost += p_src
         # The initial host, if it stays: no transfer.
         if k0 >= 0 and c_d[k0] <= room:
