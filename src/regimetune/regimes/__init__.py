@@ -7,7 +7,7 @@ paper's batch K-means.
 
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes.detector import FORMAT_VERSION, OnlineRegimeDetector, segments_of
-from regimetune.regimes.features import FEATURES, UNITS, FeatureExtractor
+from regimetune.regimes.features import DEFAULT_FEATURES, FEATURES, UNITS, FeatureExtractor
 from regimetune.regimes.metrics import (
     DetectionScore,
     ari,
@@ -20,6 +20,7 @@ from regimetune.regimes.metrics import (
 from regimetune.regimes.paper import PaperResult, paper_kmeans
 
 __all__ = [
+    "DEFAULT_FEATURES",
     "FEATURES",
     "FORMAT_VERSION",
     "UNITS",

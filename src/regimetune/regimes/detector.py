@@ -41,7 +41,7 @@ import numpy as np
 from regimetune.models import InputError, Regime, RegimeChange, RegimeSegment, WindowFrame, WindowStats
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _kernel
-from regimetune.regimes.features import FEATURES, FeatureExtractor
+from regimetune.regimes.features import DEFAULT_FEATURES, FeatureExtractor
 
 FORMAT_VERSION = 1
 #: Windows at the start of a stream whose features are incomplete (the first window has no
@@ -74,7 +74,7 @@ class OnlineRegimeDetector:
         noise_floor: float = 0.0,
         lag: int = 3,
         max_regimes: int = 8,
-        features: Sequence[str] = FEATURES,
+        features: Sequence[str] = DEFAULT_FEATURES,
         units: Mapping[str, float] | None = None,
     ) -> None:
         self.k = k

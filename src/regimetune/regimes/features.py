@@ -37,6 +37,10 @@ FEATURES: tuple[str, ...] = (
     "log_rw",  # log((reads + 1) / (writes + 1))
 )
 
+#: What the detector uses by default: ``log_rw`` is left out because it repeats the noise of
+#: ``log_writes`` (small write counts) on top of ``log_reads``.
+DEFAULT_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if f != "log_rw")
+
 #: Fixed unit of each feature: a distance of 1 is about a factor e in the read rate, a factor
 #: e^2 in the write rate, the read/write ratio, the keyspace growth or the active keys (small
 #: counts, so their logarithms are noisy), half of the requests moving in or out of the
@@ -210,4 +214,4 @@ class FeatureExtractor:
         return fx
 
 
-__all__ = ["FEATURES", "UNITS", "FeatureExtractor"]
+__all__ = ["DEFAULT_FEATURES", "FEATURES", "UNITS", "FeatureExtractor"]
