@@ -133,3 +133,32 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
         assert conn.execute(sa.text("SELECT version_num FROM rt_alembic_version")).scalar() == "0001"
         mode = conn.execute(sa.text("PRAGMA journal_mode")).scalar()
     assert mode == "wal"
+
+
+@pytest.mark.postgres
+def test_service_runs_unchanged_on_postgresql(tmp_path: Path, workload) -> None:
+    """The same app on a PostgreSQL URL: ingest, regimes, decisions, policy, restart."""
+    if not _pg_reachable():
+        pytest.skip("PostgreSQL at 127.0.0.1:5432 is unreachable")
+    from regimetune.api import create_app
+
+    from .conftest import TestClient, post_window, settings_for
+
+    name = f"rt_test_{uuid.uuid4().hex[:12]}"
+    settings = settings_for(tmp_path, store={"url": PG_URL, "schema_name": name})
+    try:
+        with TestClient(create_app(settings)) as c:
+            for wc in workload[:40]:
+                post_window(c, wc)
+            decisions = c.get("/v1/decisions").json()
+            assert decisions["total"] >= 1
+            assert c.get("/v1/policy").json()["version"] == decisions["items"][0]["policy_version"]
+            regime = c.get("/v1/regimes/current").json()["regime_id"]
+        with TestClient(create_app(settings)) as c:  # restart: replayed from the store
+            assert c.get("/v1/regimes/current").json()["regime_id"] == regime
+            assert c.get("/v1/engine").json()["windows"] == 39
+    finally:
+        eng = sa.create_engine(PG_URL)
+        with eng.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+        eng.dispose()

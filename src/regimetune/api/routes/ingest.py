@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 import numpy as np
@@ -33,7 +34,7 @@ def _ack(res: IngestResult) -> IngestAck:
 COUNTS_MEDIA_TYPE = "application/x-regimetune-counts"
 
 
-def _array(values: list[int] | list[float], dtype: type[np.generic], name: str) -> np.ndarray:
+def _array(values: Sequence[int] | Sequence[float], dtype: type[np.generic], name: str) -> np.ndarray:
     try:
         return np.asarray(values, dtype=dtype)
     except (OverflowError, ValueError) as exc:

@@ -162,7 +162,7 @@ class Store:
                     payload=pack_columns(columns),
                 )
             )
-            return int(res.inserted_primary_key[0])
+            return _pk(res)
 
     def batch_by_key(self, client_key: str) -> tuple[int, int] | None:
         """(sequence number, rows) of the batch sent with ``client_key``, if any."""
@@ -292,7 +292,7 @@ class Store:
                 .order_by(t.windows.c.idx)
                 .limit(limit)
             ).all()
-        return [tuple(r) for r in rows]  # type: ignore[misc]
+        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     def segments(self, *, offset: int = 0, limit: int = 100) -> tuple[list[RegimeSegment], int]:
         """Segments oldest first, and how many there are in all."""
@@ -386,7 +386,7 @@ class Store:
                 )
             decision = decision.model_copy(update={"policy_version": pv.version})
         res = conn.execute(t.decisions.insert().values(**_decision_row(decision)))
-        decision = decision.model_copy(update={"id": int(res.inserted_primary_key[0])})
+        decision = decision.model_copy(update={"id": _pk(res)})
         return decision, pv
 
     def set_outcome(self, version: int, outcome: PushOutcome, detail: str = "") -> None:
@@ -514,6 +514,12 @@ class Store:
         with self._engine.begin() as conn:
             if not conn.execute(t.kv.update().where(t.kv.c.key == key).values(value=value)).rowcount:
                 conn.execute(t.kv.insert().values(key=key, value=value))
+
+
+def _pk(res: Any) -> int:
+    key = res.inserted_primary_key
+    assert key is not None
+    return int(key[0])
 
 
 def _decision_row(d: Decision) -> dict[str, Any]:
