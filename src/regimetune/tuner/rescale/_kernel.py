@@ -77,7 +77,7 @@ def fix_buckets(
     return target
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"})  # no "ninf": inf marks full servers
 def allocate_buckets(
     order: np.ndarray,
     host: np.ndarray,
