@@ -117,7 +117,10 @@ def test_idempotency_key_acknowledges_a_resend_once(make_client) -> None:
     [
         ({"cache": {"mode": "lru", "limit_keys": 10**9}}, "cache.limit_keys=1000000000 is outside"),
         ({"weights": {"w_load": 1.0, "w_data": 1.0, "w_time": 1e7}}, "weights.w_time"),
-        ({"cache": {"mode": "two_phase", "limit_keys": 100, "high_watermark_keys": 10}}, "below"),
+        (
+            {"cache": {"mode": "two_phase", "limit_keys": 100, "high_watermark_keys": 2 * 10**9}},
+            "high_watermark",
+        ),
         ({"cache": {"mode": "lru"}}, "needs limit_keys"),
         ({"weights": {"w_load": 0.5, "w_data": 0.5}}, "max(W_L, W_D) must be 1"),
     ],

@@ -30,7 +30,6 @@ from regimetune.api.settings import BoundsSettings, Settings
 from regimetune.api.store import Store, StoredBatch
 from regimetune.models import (
     BoundsError,
-    CacheMode,
     ConfigError,
     Decision,
     InputError,
@@ -61,11 +60,6 @@ def check_bounds(policy: Policy, bounds: BoundsSettings) -> None:
     for name, value, (lo, hi) in knobs:
         if value is not None and not lo <= value <= hi:
             raise BoundsError(f"{name}={value} is outside its hard bounds [{lo}, {hi}]")
-    if c.mode is CacheMode.TWO_PHASE and c.high_watermark_keys is not None and c.limit_keys is not None:
-        if c.high_watermark_keys < c.limit_keys:
-            raise BoundsError(
-                f"cache.high_watermark_keys={c.high_watermark_keys} is below cache.limit_keys={c.limit_keys}"
-            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,9 @@ def demo(
     ),
     port: int = typer.Option(0, min=0, max=65535, help="Service port (0: a free one)."),
     keep_running: bool = typer.Option(False, help="Keep both services running after the replay."),
+    tune: bool = typer.Option(
+        True, help="Also tune per-regime policies on a recorded run (another seed) via a tuning job."
+    ),
 ) -> None:
     """Start the reference backend and the service, replay a generated four-regime run through
     POST /v1/ingest, and show regime changes and delivered policy versions as they happen."""
@@ -149,6 +152,7 @@ def demo(
         )
         headers = {"Authorization": f"Bearer {token}"}
         bheaders = {"Authorization": f"Bearer {backend_token}"}
+        job_id = _start_tuning(root, base, headers, cfg, window_s) if tune else None
         seen_decisions: set[int] = set()
         seen_versions: set[int] = set()
         pace = seconds / max(len(windows), 1)
@@ -169,6 +173,7 @@ def demo(
             for i, wc in enumerate(windows):
                 client.send(wc)
                 _report(http, base, burl, headers, bheaders, seen_decisions, seen_versions, wc.label)
+                job_id = _job_report(http, base, headers, job_id)
                 progress.advance(task)
                 time.sleep(max(0.0, t0 + (i + 1) * pace - time.monotonic()))
             end = time.monotonic() + 20
@@ -193,6 +198,50 @@ def demo(
             shutil.rmtree(root, ignore_errors=True)
 
 
+def _start_tuning(root: Path, base: str, headers: dict[str, str], cfg: Any, window_s: float) -> str:
+    """Upload yesterday's run (same workload, another seed) as a tuning job that applies
+    its per-regime policies."""
+    import dataclasses
+
+    import httpx
+
+    from regimetune.collectors import generate, write_events
+
+    trace = root / "recorded-run.csv"
+    write_events(generate(dataclasses.replace(cfg, seed=cfg.seed + 100)), trace)
+    r = httpx.post(
+        f"{base}/v1/tuning-jobs/upload",
+        params={"filename": trace.name, "apply": "true", "budget": 12},
+        content=trace.read_bytes(),
+        headers={**headers, "Content-Type": "application/octet-stream"},
+        timeout=60.0,
+    )
+    r.raise_for_status()
+    job = r.json()
+    console.print(
+        f"[magenta]tuning job[/] {job['id'][:8]} started on a recorded run ({trace.stat().st_size >> 20} MiB): "
+        "regimes without a tuned policy get the safe default until it is done"
+    )
+    return str(job["id"])
+
+
+def _job_report(http: Any, base: str, headers: dict[str, str], job_id: str | None) -> str | None:
+    if job_id is None:
+        return None
+    job = http.get(f"{base}/v1/tuning-jobs/{job_id}", headers=headers).json()
+    if job["status"] in ("pending", "running"):
+        return job_id
+    if job["status"] == "succeeded":
+        tuned = ", ".join(
+            f"regime {rid}: {p['cache']['mode']} n={p['cache'].get('limit_keys')}"
+            for rid, p in job["policies"].items()
+        )
+        console.print(f"[magenta]tuning job done[/]: {tuned}")
+    else:
+        console.print(f"[magenta]tuning job failed[/]: {job['error']}")
+    return None
+
+
 def _report(
     http: Any,
     base: str,
@@ -209,12 +258,18 @@ def _report(
             continue
         seen.add(d["id"])
         c = d["policy"]["cache"] if d.get("policy") else {}
+        cache = f"cache {c.get('mode', '?')}" + ("" if not c.get("limit_keys") else f" n={c['limit_keys']}")
+        if d["regime_from"] == d["regime_to"]:
+            console.print(
+                f"[bold cyan]policy update[/] for regime [bold]{d['regime_to']}[/] "
+                f"({d['detail'].split(':')[0]}) -> policy v{d['policy_version']} ({cache})"
+            )
+            continue
         console.print(
             f"[bold cyan]regime change[/] {d['regime_from']} -> [bold]{d['regime_to']}[/] at window "
             f"{int(d['inputs'].get('window', -1))} ({d['inputs'].get('reads_per_s', 0):.0f} reads/s, "
             f"{d['inputs'].get('active_keys', 0):.0f} active keys; generator regime {truth}) -> "
-            f"policy v{d['policy_version']} (cache {c.get('mode', '?')}"
-            f"{'' if not c.get('limit_keys') else ' n=' + str(c['limit_keys'])})"
+            f"policy v{d['policy_version']} ({cache})"
         )
     r = http.get(f"{burl}/v1/policies", headers=bheaders)
     if r.status_code == 200:
@@ -253,7 +308,7 @@ def _summary(http: Any, base: str, burl: str, headers: dict[str, str], bheaders:
             str(x["regime_from"]),
             str(x["regime_to"]),
             x["outcome"],
-            x["detail"][:60],
+            x["detail"],
         )
     console.print(d)
     decided = [x["policy_version"] for x in reversed(decisions) if x["policy_version"] is not None]
