@@ -137,3 +137,32 @@ def test_async_apply_acks_durable_then_applies_in_order(make_client, workload) -
     assert [strip(d) for d in c.get("/v1/decisions").json()["items"]] == [
         strip(d) for d in sync.get("/v1/decisions").json()["items"]
     ]
+
+
+def test_refused_push_is_logged_and_last_good_policy_stays(make_client, workload) -> None:
+    from regimetune.push import RecordingBackend
+
+    c = make_client(backend=RecordingBackend(reject=[2]))
+    for wc in workload[:30]:
+        post_window(c, wc)
+    items = c.get("/v1/decisions").json()["items"]
+    assert len(items) >= 3, items
+    wait_for(lambda: all(d["outcome"] != "pending" for d in c.get("/v1/decisions").json()["items"]))
+    by_version = {d["policy_version"]: d for d in c.get("/v1/decisions").json()["items"]}
+    assert by_version[2]["outcome"] == "failed"
+    assert "last known-good policy stays in force: version 1" in by_version[2]["detail"]
+    assert by_version[3]["outcome"] == "delivered"
+    assert c.get("/v1/policy").json()["version"] == max(by_version)
+
+
+def test_upload_limits(make_client) -> None:
+    from .conftest import AUTH
+
+    c = make_client(tuning={"max_upload_bytes": 1000, "executor": "thread"})
+    h = {**AUTH, "Content-Type": "application/octet-stream"}
+    r = c.post("/v1/tuning-jobs/upload", params={"filename": "t.csv"}, content=b"x" * 2000, headers=h)
+    assert r.status_code == 413
+    r = c.post("/v1/tuning-jobs/upload", params={"filename": "t.csv"}, content=b"", headers=h)
+    assert r.status_code == 422 and "empty" in r.json()["detail"]
+    r = c.post("/v1/tuning-jobs/upload", params={"filename": "../x"}, content=b"x", headers=h)
+    assert r.status_code == 422
