@@ -32,6 +32,7 @@ def _weighted(plan, w) -> float:  # type: ignore[no-untyped-def]
     return w.w_load * m.l_max / m.l_target + w.w_data * m.d_max / m.d_target + w.w_time * m.t_max / m.t_target
 
 
+@pytest.mark.slow  # several MILPs of 64 binaries: ~10 s, more on a loaded machine
 @pytest.mark.parametrize(("preset", "median_bound"), [("LT", 0.4), ("DT", 0.3)])
 def test_exact_beats_heuristic_and_gap_is_bounded(preset: str, median_bound: float) -> None:
     # Measured on random 16-bucket instances from a random initial placement (3 <-> 4
