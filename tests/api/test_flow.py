@@ -166,3 +166,29 @@ def test_upload_limits(make_client) -> None:
     assert r.status_code == 422 and "empty" in r.json()["detail"]
     r = c.post("/v1/tuning-jobs/upload", params={"filename": "../x"}, content=b"x", headers=h)
     assert r.status_code == 422
+
+
+def test_unknown_regime_starts_a_tuning_job_once(make_client, workload, tmp_path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from regimetune.api import create_app
+
+    from .conftest import TestClient, settings_for
+
+    calls = []
+
+    def runner(trace, objective, budget, optimizer, **kw):
+        calls.append((trace, kw["detector_state"] is not None))
+        return {"policy_file": {"regimes": {"0": {"cache": {"mode": "lru", "limit_keys": 42}}}}, "report": {}}
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("ts,key\n")
+    s = settings_for(tmp_path, engine={"tune_unknown_regimes": True, "tuning_trace": str(trace)})
+    with ThreadPoolExecutor(1) as pool, TestClient(create_app(s, executor=pool, jobs_runner=runner)) as c:
+        for wc in workload[:30]:
+            post_window(c, wc)
+        wait_for(lambda: c.get("/v1/policies").json().get("0", {}).get("source") == "tuned")
+        n_regimes = len({d["regime_to"] for d in c.get("/v1/decisions").json()["items"]})
+        assert len(calls) == n_regimes and all(has_state for _, has_state in calls)
+        first = c.get("/v1/decisions").json()["items"][-1]
+        assert "safe default" in first["detail"]

@@ -23,7 +23,7 @@ from regimetune.api.routes import ROUTERS
 from regimetune.api.routes.policies import PolicyFastPath
 from regimetune.api.settings import PushSettings, Settings
 from regimetune.api.store import Store
-from regimetune.models import ConfigError, PushOutcome, TuningRun
+from regimetune.models import ConfigError, Objective, PushOutcome, TuningRun
 from regimetune.push import Backend, DeliveryEvent, OutboxWorker, ReferenceBackend, RestBackend, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -152,6 +152,21 @@ def create_app(
         window_s=settings.engine.window_s,
         **jobs_kw,
     )
+    tuning_for: set[int] = set()
+
+    def tune_unknown(regime_id: int) -> None:
+        """A change to a regime without a policy: tune on the configured trace (once per
+        regime); the safe default stays in force meanwhile."""
+        trace = settings.engine.tuning_trace
+        if not settings.engine.tune_unknown_regimes or trace is None or regime_id in tuning_for:
+            return
+        tuning_for.add(regime_id)
+        try:
+            jobs.submit(trace=trace, objective=Objective.CACHE, budget=None, optimizer="auto", apply=True)
+        except Exception:
+            log.exception("cannot start a tuning job for regime %d", regime_id)
+
+    engine.on_unknown_regime = tune_unknown
     engine.start()
 
     @asynccontextmanager

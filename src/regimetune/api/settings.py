@@ -91,6 +91,9 @@ class EngineSettings(BaseModel):
     decide and log, push nothing), ``auto`` (push every decision)."""
 
     model_config = _SECTION
+    # tune_unknown_regimes: on a change to a regime without a stored policy, start a tuning
+    # job on tuning_trace (a trace file path) that applies its policies; the safe default
+    # stays in force meanwhile.
     mode: Literal["off", "recommend", "auto"] = "auto"
     paused: bool = False
     window_s: Annotated[float, Field(gt=0)] = 1.0
