@@ -38,6 +38,12 @@ def test_plan_json_matches_the_hand_worked_example(app: typer.Typer, tmp_path: P
     r = CliRunner().invoke(app, ["plan", str(p), "--decommission", "1", "--weights", "1,0.5,2"])
     assert r.exit_code == 0, r.output
     assert "L_max" in r.stdout and "migrations" in r.stdout
+    r = CliRunner().invoke(
+        app, ["plan", str(p), "--decommission", "1", "--model", "storage", "--write-bandwidth", "1", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    # Everything on server 1 (6 B) moves to 0: written at 1 B/s there, read at 1 GB/s on 1.
+    assert json.loads(r.stdout)["metrics"]["t_max"] == 6.0
 
 
 def test_json_table_and_extra_servers(app: typer.Typer, tmp_path: Path) -> None:

@@ -89,6 +89,15 @@ def plan_command(
     weights: Annotated[str, typer.Option(help="Preset L|LT|DT|LDT or wl,wd,wt.")] = "LDT",
     net_bandwidth: Annotated[float, typer.Option(help="Per-node network bandwidth, bytes/s.")] = 1.25e9,
     capacity: Annotated[float | None, typer.Option(help="Per-server capacity, bytes.")] = None,
+    model: Annotated[
+        str, typer.Option(help="Bottleneck: 'network' (Eq. 3) or 'storage' (Eq. 21).")
+    ] = "network",
+    write_bandwidth: Annotated[
+        float, typer.Option(help="Storage write speed, bytes/s (storage model).")
+    ] = 0.5e9,
+    read_bandwidth: Annotated[
+        float, typer.Option(help="Storage read speed, bytes/s (storage model).")
+    ] = 1.0e9,
     servers: Annotated[str | None, typer.Option(help="Extra current server ids that hold no bucket.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
@@ -112,7 +121,20 @@ def plan_command(
             if not ids or len(set(ids)) != len(ids):
                 raise ConfigError("--decommission needs distinct server ids")
             op = RescaleOperation(kind="decommission", servers=ids)
-        plan = plan_rescale(table, placement, current, op, w, net_bandwidth=net_bandwidth, capacity=capacity)
+        if model not in ("network", "storage"):
+            raise ConfigError(f"--model must be 'network' or 'storage', got {model!r}")
+        plan = plan_rescale(
+            table,
+            placement,
+            current,
+            op,
+            w,
+            net_bandwidth=net_bandwidth,
+            capacity=capacity,
+            model=model,  # type: ignore[arg-type]
+            write_bandwidth=write_bandwidth,
+            read_bandwidth=read_bandwidth,
+        )
     if as_json:
         typer.echo(json.dumps(plan_json(plan)))
     else:
