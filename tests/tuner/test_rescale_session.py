@@ -31,3 +31,14 @@ def test_tune_rescale_needs_bucket_statistics() -> None:
     frame = window_frame(generate(GeneratorConfig(duration_s=600.0, seed=1)), window_s=30.0)
     with pytest.raises(InputError, match="per-bucket"):
         tune_rescale(frame, budget=2)
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_tune_rescale_on_the_cloudphysics_trace(shared_data: Path, tmp_path: Path) -> None:
+    trace = shared_data / "cloudphysics" / "cloudPhysicsIO.oracleGeneral.bin"
+    res = tune_rescale(trace, budget=3, warmup=2, operations=6, out=tmp_path / "p.json")
+    assert res.policy_file.trace == str(trace)
+    assert res.reports
+    for rep in res.reports.values():
+        assert rep.value <= min(rep.preset_values.values()) + 1e-12
