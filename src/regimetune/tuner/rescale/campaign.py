@@ -115,7 +115,7 @@ class Cluster:
         self.load = np.asarray(load, dtype=np.float64)
         self.size = np.asarray(size, dtype=np.float64)
         self.n = int(n)
-        self.host = rng.integers(0, self.n, self.load.shape[0]).astype(np.int64)
+        self.host = np.asarray(rng.integers(0, self.n, self.load.shape[0]), dtype=np.int64)
         self._plan_kw = plan_kw
 
     def rescale_to(self, m: int, rng: np.random.Generator, weights: PufferscaleWeights) -> ArrayPlan:
@@ -129,7 +129,7 @@ class Cluster:
             stays = np.ones(n, np.bool_)
             stays[rng.choice(n, n - m, replace=False)] = False
             res = plan_arrays(self.load, self.size, self.host, stays, n, weights, **self._plan_kw)  # type: ignore[arg-type]
-            self.host = (np.cumsum(stays) - 1)[res.target]
+            self.host = np.asarray((np.cumsum(stays) - 1)[res.target], dtype=np.int64)
         self.n = m
         return res
 
@@ -255,7 +255,7 @@ def _score(arr: dict[str, np.ndarray], costs: dict[str, float]) -> CampaignResul
         "moved": float(arr["moved"].mean()),
     }
     return CampaignResult(
-        **arr,  # type: ignore[arg-type]
+        **arr,
         components=components,
         residuals=residuals,
         value=float(residuals @ residuals),

@@ -69,7 +69,7 @@ def weighted_objective(res: ArrayPlan, weights: PufferscaleWeights) -> float:
 class _Problem:
     """The MILP's constraint rows over x = (b_00 .. b_(m-1)(n-1), L, D, T)."""
 
-    def __init__(self, load, size, host, stay_idx, n_before, model, s_net, s_w, s_r, capacity):  # type: ignore[no-untyped-def]
+    def __init__(self, load, size, host, stay_idx, n_before, model, s_net, s_w, s_r, capacity):
         n, m = load.shape[0], stay_idx.shape[0]
         self.n, self.m = n, m
         nv = m * n + 3
@@ -149,7 +149,7 @@ class _Problem:
         self.lb[self.iL] = float(load.max(initial=0.0))
         self.lb[self.iD] = float(size.max(initial=0.0))
 
-    def solve(self, c: np.ndarray, extra_ub: dict[int, float], time_limit: float):  # type: ignore[no-untyped-def]
+    def solve(self, c: np.ndarray, extra_ub: dict[int, float], time_limit: float):
         ub = self.ub.copy()
         for idx, v in extra_ub.items():
             ub[idx] = v
@@ -248,7 +248,7 @@ def solve_exact(
         c[idx] = scale
         return c
 
-    def run(c: np.ndarray, extra: dict[int, float]):  # type: ignore[no-untyped-def]
+    def run(c: np.ndarray, extra: dict[int, float]):
         nonlocal optimal
         res = prob.solve(c, extra, time_limit)
         if res.x is None:

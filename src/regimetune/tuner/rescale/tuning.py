@@ -90,7 +90,7 @@ def _components(campaign: CampaignSpec, w: PufferscaleWeights, seeds: Sequence[i
     return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
 
 
-def _space():  # type: ignore[no-untyped-def]
+def _space():
     from regimetune.tuner.optim import Param, Space
 
     return Space(
