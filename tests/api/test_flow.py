@@ -122,11 +122,13 @@ def test_metrics_exposed_without_per_key_labels(make_client, workload) -> None:
     assert "key=" not in text
 
 
-def test_async_apply_acks_durable_then_applies_in_order(make_client, workload) -> None:
+def test_async_apply_acks_durable_then_applies_in_order(make_client, workload, tmp_path) -> None:
     sync = make_client()
     for wc in workload[:60]:
         post_window(sync, wc)
-    c = make_client(ingest={"apply": "async", "queue_batches": 4}, store={"url": "sqlite://"})
+    c = make_client(
+        ingest={"apply": "async", "queue_batches": 4}, store={"url": f"sqlite:///{tmp_path / 'a.db'}"}
+    )
     acks = [post_window(c, wc) for wc in workload[:60]]
     assert [a["seq"] for a in acks] == list(range(1, 61))
     assert c.app.state.engine.wait_applied(timeout=30)
