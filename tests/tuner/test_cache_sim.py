@@ -22,6 +22,7 @@ from regimetune.tuner.cache import (
     simulate,
     stack_distances,
 )
+from regimetune.tuner.cache.stack import _stack_distances
 
 
 def brute_distances(keys: list[int]) -> list[int]:
@@ -70,11 +71,58 @@ def test_stack_distances_match_brute_force(keys):
     assert stack_distances(np.array(keys, dtype=np.uint64)).tolist() == brute_distances(keys)
 
 
+def recency_distances(keys) -> list[int]:
+    """Stack distances from an explicit LRU recency stack (most recent first)."""
+    stack: list[int] = []
+    out = []
+    for k in keys:
+        k = int(k)
+        if k in stack:
+            d = stack.index(k)
+            del stack[d]
+            out.append(d)
+        else:
+            out.append(COLD)
+        stack.insert(0, k)
+    return out
+
+
+HUGE = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying keeps keys distinct, makes them huge
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(0, 6), min_size=100, max_size=400))
 def test_stack_distances_survive_position_compaction(keys):
-    # few keys, many requests: the kernel renumbers its positions many times
-    assert stack_distances(np.array(keys, dtype=np.int64)).tolist() == brute_distances(keys)
+    # few keys, many requests: with at least 64 positions the kernel renumbers them often,
+    # in the direct table (small keys) and in the hash table (huge keys)
+    want = brute_distances(keys)
+    arr = np.array(keys, dtype=np.uint64)
+    assert _stack_distances(arr.astype(np.int64), min_cap=64).tolist() == want
+    assert _stack_distances(arr * HUGE, min_cap=64).tolist() == want
+    assert stack_distances(arr).tolist() == want
+
+
+@pytest.mark.parametrize("min_cap", [64, 1000, 1 << 16])
+def test_direct_and_hashed_stack_distances_match_a_recency_stack(min_cap):
+    # a Zipf trace: renumbering (cap 64/1000), hash-table growth, words and tree walks
+    rng = np.random.default_rng(min_cap)
+    keys = (rng.zipf(1.2, 30_000) % 3000).astype(np.uint64)
+    want = recency_distances(keys)
+    assert _stack_distances(keys, min_cap=min_cap).tolist() == want
+    assert _stack_distances(keys * HUGE, min_cap=min_cap).tolist() == want
+    assert _stack_distances(keys.astype(np.int64) - 1500, min_cap=min_cap).tolist() == want  # negative
+
+
+def test_stack_distances_of_any_integer_dtype():
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 100, 3000)
+    want = recency_distances(keys)
+    for dtype in (np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64):
+        got = stack_distances(keys.astype(dtype))
+        assert got.dtype == np.int64 and got.tolist() == want
+    assert stack_distances(np.array([], dtype=np.int64)).tolist() == []
+    with pytest.raises(InputError, match="one-dimensional"):
+        stack_distances(np.zeros((2, 2), dtype=np.int64))
 
 
 def test_dense_ids_hash_and_direct_paths_agree():
