@@ -76,7 +76,8 @@ def _prefetch_typer(typingctx, arr, idx):  # pragma: no cover - compiled
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
         fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        # the typed-pointer name: LLVMs with opaque pointers upgrade it to llvm.prefetch.p0
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
         builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])  # read, keep
         return context.get_dummy_value()
 
