@@ -2,8 +2,16 @@
 
 The service runs under uvicorn in its own process (SQLite WAL store in a temp dir, push
 none); each client runs in a second process. Targets (the anchor): >= 1M per-key counts/s
-ingested, GET /v1/policy p99 <= 5 ms at 1k requests/s, RSS < 1 GiB after 10M distinct keys.
-The last line of output is JSON.
+ingested, GET /v1/policy p99 <= 5 ms at 1k requests/s with ingest running, RSS < 1 GiB after
+10M distinct keys. The last line of output is JSON.
+
+GET /v1/policy is measured open loop: request i is due at ``t0 + i / rate`` whatever happened
+to the ones before it, and its latency counts from that time (no coordinated omission), over
+``--connections`` keep-alive connections (pollers). The load generator is wrk with the Lua
+script below when ``wrk`` is on PATH (``apt-get install wrk``), else a Python one (raw
+sockets, one thread); ``policy_generator`` says which. A probe process that sleeps 1 ms at a
+time runs beside it: its late wake-ups (``sched_wakeup_p99_ms``) are what the shared machine
+adds to any process, the floor under the service's latency.
 
     nice .venv/bin/python bench/service.py                # full size (10M keys)
     nice .venv/bin/python bench/service.py --keys 1000000 # quick
@@ -14,23 +22,27 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 TOKEN = "bench-token"
 WINDOW_S = 60.0
 COUNTS = "application/x-regimetune-counts"
+POLICY_TARGET_MS = 5.0
 
 
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (with its threads)."""
-    import os
-
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -59,9 +71,21 @@ def _rss_bytes(pid: int) -> tuple[int, int]:
     return rss, hwm
 
 
-# -- clients (run in a second process) --------------------------------------------------------
-def client_ingest(port: int, keys: int, batch: int, per_window: int, start_window: float, fmt: str) -> dict:
-    """Send ``keys`` distinct keys in batches of ``batch`` keys, ``per_window`` keys a window."""
+# -- clients (each runs in a second process) -------------------------------------------------
+def client_ingest(
+    port: int,
+    keys: int,
+    batch: int,
+    per_window: int,
+    start_window: float,
+    fmt: str,
+    first_key: int = 0,
+    rate: float = 0.0,
+    stop_file: str = "",
+) -> dict:
+    """Send ``keys`` distinct keys (from ``first_key`` on) in batches of ``batch`` keys,
+    ``per_window`` keys a window, each once the last was acknowledged, or paced at ``rate``
+    keys/s; stop early once ``stop_file`` exists."""
     from regimetune.api.replay import encode_counts
 
     conn = http.client.HTTPConnection("127.0.0.1", port)
@@ -72,9 +96,12 @@ def client_ingest(port: int, keys: int, batch: int, per_window: int, start_windo
     sent = 0
     w = start_window
     in_window = 0
-    while sent < keys:
+    stop = Path(stop_file) if stop_file else None
+    while sent < keys and not (stop is not None and stop.exists()):
+        if rate > 0 and (pause := t0 + sent / rate - time.perf_counter()) > 0:
+            time.sleep(pause)
         n = min(batch, keys - sent)
-        k = base + np.arange(sent, sent + n, dtype=np.uint64)
+        k = base + np.arange(first_key + sent, first_key + sent + n, dtype=np.uint64)
         r = rng.integers(1, 20, n, dtype=np.uint32)
         wr = (r // 10).astype(np.uint32)
         t1 = time.perf_counter()
@@ -120,78 +147,308 @@ def client_ingest(port: int, keys: int, batch: int, per_window: int, start_windo
     }
 
 
-def client_policy(port: int, rate: float, seconds: float) -> dict:
-    """Open-loop GET /v1/policy at ``rate`` requests/s over one keep-alive connection."""
-    conn = http.client.HTTPConnection("127.0.0.1", port)
-    n = int(rate * seconds)
-    lat = np.empty(n)
-    rtt = np.empty(n)
-    statuses: dict[int, int] = {}
-    etag = None
-    t0 = time.perf_counter()
-    for i in range(n):
-        due = t0 + i / rate
-        now = time.perf_counter()
-        if due > now:
-            time.sleep(due - now)
-        headers = {"If-None-Match": etag} if (etag and i % 2) else {}
-        sent = time.perf_counter()
-        conn.request("GET", "/v1/policy", headers=headers)
-        resp = conn.getresponse()
-        resp.read()
-        rtt[i] = time.perf_counter() - sent
-        etag = resp.getheader("ETag") or etag
-        lat[i] = time.perf_counter() - due  # from the scheduled time: no coordinated omission
-        statuses[resp.status] = statuses.get(resp.status, 0) + 1
-    achieved = n / (time.perf_counter() - t0)
-    return {
-        "requests": n,
-        "achieved_rps": achieved,
-        "p50_ms": 1e3 * float(np.percentile(lat, 50)),
-        "p99_ms": 1e3 * float(np.percentile(lat, 99)),
-        "max_ms": 1e3 * float(lat.max()),
-        "rtt_p50_ms": 1e3 * float(np.percentile(rtt, 50)),
-        "rtt_p99_ms": 1e3 * float(np.percentile(rtt, 99)),
+WRK_SCRIPT = r"""
+-- Open-loop GET /v1/policy for wrk, one connection per thread: request i of thread k is due
+-- at t0 + (i * nthreads + k) / rate. Its latency counts from the due time when it leaves late
+-- (a backlog on the connection, or the client itself late: no coordinated omission), from
+-- the send when wrk's whole-millisecond timer fired early.
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } rt_timespec;
+int clock_gettime(int clk_id, rt_timespec *tp);
+]]
+local ts = ffi.new("rt_timespec")
+local function now()
+  ffi.C.clock_gettime(1, ts)  -- CLOCK_MONOTONIC: the same clock in every thread
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
+local threads = {}
+function setup(thread)
+  if #threads == 0 then start_at = now() + 0.3 end
+  thread:set("tid", #threads)
+  thread:set("t0", start_at)
+  table.insert(threads, thread)
+end
+
+local i, due, sent = -1, 0, 0
+local etag = nil
+lat, rtt, lag, codes = {}, {}, {}, {}
+
+function init(args)
+  rate = tonumber(args[1])
+  nthreads = tonumber(args[2])
+  path = args[3]
+end
+
+function delay()  -- called once before each request of the thread's connection
+  i = i + 1
+  due = t0 + (i * nthreads + tid) / rate
+  local d = (due - now()) * 1000
+  if d < 0 then return 0 end
+  return math.floor(d)
+end
+
+function request()
+  sent = now()
+  local h = {}
+  if etag ~= nil and i % 2 == 1 then h["If-None-Match"] = etag end
+  return wrk.format("GET", path, h)
+end
+
+function response(status, headers, body)
+  local t = now()
+  lat[#lat + 1] = t - math.min(due, sent)
+  rtt[#rtt + 1] = t - sent
+  lag[#lag + 1] = math.max(0, sent - due)
+  codes[status] = (codes[status] or 0) + 1
+  etag = headers["etag"] or headers["ETag"] or etag
+end
+
+function done(summary, latency, requests)
+  local f = io.open(os.getenv("RT_WRK_OUT"), "w")
+  for _, t in ipairs(threads) do
+    local l, r, g, c = t:get("lat"), t:get("rtt"), t:get("lag"), t:get("codes")
+    for j = 1, #l do f:write(string.format("%.9f %.9f %.9f\n", l[j], r[j], g[j])) end
+    for code, cnt in pairs(c) do f:write(string.format("status %d %d\n", code, cnt)) end
+  end
+  local e = summary.errors
+  f:write(string.format("errors %d %d %d %d %d\n", e.connect, e.read, e.write, e.status, e.timeout))
+  f:close()
+end
+"""
+
+
+def _latency(lat: np.ndarray, rtt: np.ndarray, lag: np.ndarray, seconds: float, statuses: dict) -> dict:
+    ms = {
+        f"{name}_{q}_ms": 1e3 * float(np.percentile(a, int(q[1:])))
+        for name, a in (("lat", lat), ("rtt", rtt), ("lag", lag))
+        for q in ("p50", "p99")
+    }
+    return ms | {
+        "requests": len(lat),
+        "achieved_rps": len(lat) / seconds,
+        "lat_max_ms": 1e3 * float(lat.max()),
         "statuses": statuses,
     }
 
 
-def run_client(*args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--client", *args], capture_output=True, text=True, check=False
+def client_policy_wrk(port: int, rate: float, seconds: float, connections: int) -> dict:
+    """Open-loop GET /v1/policy with wrk (C, LuaJIT) and :data:`WRK_SCRIPT`, one connection
+    per wrk thread."""
+    run_s = max(1, round(seconds))
+    with tempfile.TemporaryDirectory(prefix="regimetune-wrk-") as d:
+        script, out = Path(d) / "policy.lua", Path(d) / "out.txt"
+        script.write_text(WRK_SCRIPT)
+        cmd = ["wrk", "-t", str(connections), "-c", str(connections), "-d", f"{run_s}s"]
+        cmd += ["--timeout", "10s", "-s", str(script), f"http://127.0.0.1:{port}"]
+        cmd += ["--", str(rate), str(connections), "/v1/policy"]
+        res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "RT_WRK_OUT": str(out)})
+        if res.returncode or not out.exists():
+            raise SystemExit(f"wrk failed ({res.returncode}): {res.stderr[-2000:]}{res.stdout[-2000:]}")
+        rows, statuses, errors = [], {}, []
+        for line in out.read_text().splitlines():
+            if line.startswith("status "):
+                _, code, cnt = line.split()
+                statuses[int(code)] = statuses.get(int(code), 0) + int(cnt)
+            elif line.startswith("errors "):
+                errors = [int(x) for x in line.split()[1:]]
+            else:
+                rows.append([float(x) for x in line.split()])
+    a = np.asarray(rows)
+    if not len(a) or any(errors):
+        raise SystemExit(f"wrk: {len(a)} responses, errors (connect, read, write, status, timeout) {errors}")
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # the first request is due 0.3 s after wrk started; wrk stops after run_s
+    return _latency(a[:, 0], a[:, 1], a[:, 2], run_s - 0.3, statuses) | {
+        "generator": "wrk",
+        "client_cpu_s": cpu.ru_utime + cpu.ru_stime,
+    }
+
+
+def client_policy_python(port: int, rate: float, seconds: float, connections: int) -> dict:
+    """Open-loop GET /v1/policy in Python: one thread, raw keep-alive sockets (http.client's
+    own cost per request kept a serial client below 1k requests/s on this machine), select()
+    for its microsecond timeout. A due request leaves on the first idle connection."""
+    import select
+    import socket
+    from collections import deque
+
+    n = int(rate * seconds)
+    socks = []
+    for _ in range(connections):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.setblocking(False)
+        socks.append(s)
+    conn_of = {s.fileno(): j for j, s in enumerate(socks)}
+    plain = b"GET /v1/policy HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    etag = b""
+    lat, rtt, lag = np.empty(n), np.empty(n), np.empty(n)
+    statuses: dict[int, int] = {}
+    idle = deque(range(connections))
+    busy: dict[int, tuple[int, float]] = {}  # fd -> (request, sent at)
+    bufs = [b""] * connections
+    due_q: deque[int] = deque()
+    done = nxt = 0
+    t0 = time.perf_counter() + 0.05
+    while done < n:
+        now = time.perf_counter()
+        while nxt < n and t0 + nxt / rate <= now:
+            due_q.append(nxt)
+            nxt += 1
+        while due_q and idle:
+            i, j = due_q.popleft(), idle.popleft()
+            req = plain
+            if etag and i % 2:
+                req = b"GET /v1/policy HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: " + etag + b"\r\n\r\n"
+            busy[socks[j].fileno()] = (i, time.perf_counter())
+            socks[j].sendall(req)
+        timeout = max(0.0, t0 + nxt / rate - time.perf_counter()) if nxt < n else 1.0
+        ready, _, _ = select.select(list(busy), [], [], timeout)
+        for fd in ready:
+            j = conn_of[fd]
+            chunk = socks[j].recv(65536)
+            if not chunk:
+                raise SystemExit("the service closed a connection")
+            buf = bufs[j] = bufs[j] + chunk
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                continue
+            head = buf[:end].split(b"\r\n")
+            length = 0
+            for line in head[1:]:
+                name, _, value = line.partition(b":")
+                name = name.strip().lower()
+                if name == b"content-length":
+                    length = int(value)
+                elif name == b"etag":
+                    etag = value.strip()
+                elif name == b"transfer-encoding":
+                    raise SystemExit("a chunked answer: not expected from GET /v1/policy")
+            if len(buf) < end + 4 + length:
+                continue
+            bufs[j] = buf[end + 4 + length :]
+            t = time.perf_counter()
+            i, sent = busy.pop(fd)
+            due = t0 + i / rate
+            lat[i], rtt[i], lag[i] = t - min(due, sent), t - sent, max(0.0, sent - due)
+            status = int(head[0].split()[1])
+            statuses[status] = statuses.get(status, 0) + 1
+            idle.append(j)
+            done += 1
+    elapsed = time.perf_counter() - t0
+    for s in socks:
+        s.close()
+    return _latency(lat, rtt, lag, elapsed, statuses) | {
+        "generator": "python",
+        "client_cpu_s": time.process_time(),
+    }
+
+
+def client_probe(seconds: float) -> dict:
+    """How late a process that sleeps 1 ms at a time wakes up: the scheduling delay the
+    machine adds to any process (on a shared 2-core machine, the noise floor)."""
+    late = []
+    end = time.perf_counter() + seconds
+    while (t := time.perf_counter()) < end:
+        time.sleep(0.001)
+        late.append(time.perf_counter() - t - 0.001)
+    a = 1e3 * np.asarray(late)
+    return {"wakeup_p50_ms": float(np.percentile(a, 50)), "wakeup_p99_ms": float(np.percentile(a, 99))}
+
+
+CLIENTS: dict[str, Callable[..., dict]] = {
+    "ingest": client_ingest,
+    "wrk": client_policy_wrk,
+    "python": client_policy_python,
+    "probe": client_probe,
+}
+
+
+def _start(role: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, __file__, "--client", role, json.dumps(kw)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    if out.returncode:
-        raise SystemExit(f"client {args[0]} failed: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _result(proc: subprocess.Popen[str], role: str) -> dict:
+    out, err = proc.communicate()
+    if proc.returncode:
+        raise SystemExit(f"client {role} failed: {err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_client(role: str, **kw: Any) -> dict:
+    return _result(_start(role, **kw), role)
+
+
+def run_policy(
+    port: int, pid: int, a: argparse.Namespace, generator: str, ingest: dict | None, tmp: Path
+) -> dict:
+    """The policy client with the probe beside it; with ``ingest``, while an ingest client
+    sends (it starts a second earlier, so the apply thread is busy, and stops after)."""
+    ing = None
+    stop_file = tmp / "stop-ingest"
+    stop_file.unlink(missing_ok=True)
+    if ingest is not None:
+        ing = _start("ingest", port=port, stop_file=str(stop_file), **ingest)
+        time.sleep(1.0)
+        if ing.poll() is not None:
+            _result(ing, "ingest")
+            raise SystemExit("the ingest client ended before the policy client started")
+    try:
+        cpu = _cpu_s(pid)
+        probe = _start("probe", seconds=a.seconds)
+        pol = run_client(generator, port=port, rate=a.rate, seconds=a.seconds, connections=a.connections)
+        res = pol | _result(probe, "probe") | {"service_cpu_s": _cpu_s(pid) - cpu}
+    finally:
+        stop_file.touch()
+    if ing is not None:
+        res["ingest"] = _result(ing, "ingest")
+    return res
 
 
 # -- orchestration ---------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--client", nargs="*")
+    ap.add_argument("--client", nargs=2, metavar=("ROLE", "JSON"), help=argparse.SUPPRESS)
     ap.add_argument("--keys", type=int, default=10_000_000)
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--per-window", type=int, default=200_000)
-    ap.add_argument("--rate", type=float, default=1000.0)
-    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rate", type=float, default=1000.0, help="GET /v1/policy requests/s")
+    ap.add_argument("--seconds", type=float, default=10.0, help="length of each policy run")
+    ap.add_argument("--connections", type=int, default=8, help="keep-alive connections (pollers)")
+    ap.add_argument(
+        "--generator",
+        choices=("auto", "wrk", "python"),
+        default="auto",
+        help="load generator of GET /v1/policy; auto: wrk when on PATH, else python",
+    )
+    ap.add_argument(
+        "--ingest-rate",
+        type=float,
+        default=0.0,
+        help="keys/s of the ingest beside the policy run (0: as fast as acknowledged)",
+    )
     a = ap.parse_args()
     if a.client:
-        role, *rest = a.client
-        if role == "ingest":
-            port, keys, batch, per_window, start, fmt = rest
-            res = client_ingest(int(port), int(keys), int(batch), int(per_window), float(start), fmt)
-        else:
-            port, rate, seconds = rest
-            res = client_policy(int(port), float(rate), float(seconds))
-        print(json.dumps(res))
+        role, kw = a.client
+        print(json.dumps(CLIENTS[role](**json.loads(kw))))
         return
-
-    import os
 
     from regimetune.api.replay import IngestClient, count_windows
     from regimetune.cli.demo import free_port, spawn, stop, wait_ready
     from regimetune.collectors import GeneratorConfig, generate
 
+    generator = a.generator
+    if generator == "auto":
+        generator = "wrk" if shutil.which("wrk") else "python"
+    elif generator == "wrk" and not shutil.which("wrk"):
+        raise SystemExit("wrk is not on PATH (apt-get install wrk); or use --generator python")
     tmp = Path(tempfile.mkdtemp(prefix="regimetune-bench-"))
     port = free_port()
     env = {
@@ -202,6 +459,7 @@ def main() -> None:
         "REGIMETUNE_INGEST__MAX_BODY_BYTES": str(256 << 20),
     }
     svc = spawn(["serve", "--host", "127.0.0.1", "--port", str(port)], env, tmp / "service.log")
+    ingest = {"batch": a.batch, "per_window": a.per_window}
     try:
         wait_ready(f"http://127.0.0.1:{port}/readyz", svc, tmp / "service.log")
         # 1. a generated run first, so regimes and policy versions exist
@@ -210,43 +468,54 @@ def main() -> None:
             for wc in windows:
                 c.send(wc)
         _wait_applied(port)
-        start = windows[-1].start + 60.0
         rss0, _ = _rss_bytes(svc.pid)
         # 2. JSON ingest (smaller), then binary ingest of the distinct keys; a new window
         # every per_window keys
+        n_json = min(a.keys, 1_000_000)
         cpu = _cpu_s(svc.pid)
         js = run_client(
-            "ingest",
-            str(port),
-            str(min(a.keys, 1_000_000)),
-            str(a.batch),
-            str(a.per_window),
-            str(start),
-            "json",
+            "ingest", port=port, keys=n_json, start_window=windows[-1].start + 60.0, fmt="json", **ingest
         )
         js_catch_up = _wait_applied(port)
         js_cpu = _cpu_s(svc.pid) - cpu
         cpu = _cpu_s(svc.pid)
         binary = run_client(
             "ingest",
-            str(port),
-            str(a.keys),
-            str(a.batch),
-            str(a.per_window),
-            str(js["next_window"]),
-            "binary",
+            port=port,
+            keys=a.keys,
+            start_window=js["next_window"],
+            fmt="binary",
+            first_key=n_json,
+            **ingest,
         )
         bin_catch_up = _wait_applied(port)
         bin_cpu = _cpu_s(svc.pid) - cpu
         rss, hwm = _rss_bytes(svc.pid)
-        # 3. policy latency under load (engine idle)
-        cpu = _cpu_s(svc.pid)
-        pol = run_client("policy", str(port), str(a.rate), str(a.seconds))
-        pol_cpu = _cpu_s(svc.pid) - cpu
+        # 3. policy latency, engine idle
+        idle = run_policy(port, svc.pid, a, generator, None, tmp)
+        # 4. the acceptance case: policy latency while binary ingest of new keys runs
+        busy = run_policy(
+            port,
+            svc.pid,
+            a,
+            generator,
+            {
+                "keys": 1 << 40,
+                "start_window": binary["next_window"],
+                "fmt": "binary",
+                "first_key": n_json + a.keys,
+                "rate": a.ingest_rate,
+                **ingest,
+            },
+            tmp,
+        )
+        busy_catch_up = _wait_applied(port)
         load = os.getloadavg()[0]
     finally:
         stop(svc)
     db_bytes = sum(p.stat().st_size for p in tmp.glob("bench.db*"))
+    shutil.rmtree(tmp, ignore_errors=True)
+    during = busy["ingest"]
     result = {
         "ingest_binary_keys_per_s": round(binary["keys_per_s"]),
         "ingest_binary_ratio_to_target_1M": round(binary["keys_per_s"] / 1e6, 3),
@@ -259,15 +528,33 @@ def main() -> None:
         "ingest_json_ratio_to_target_1M": round(js["keys_per_s"] / 1e6, 3),
         "batch_keys": a.batch,
         "distinct_keys_ingested": binary["keys"] + js["keys"],
+        "policy_generator": generator,
+        "policy_connections": a.connections,
         "policy_rate_target_rps": a.rate,
-        "policy_achieved_rps": round(pol["achieved_rps"], 1),
-        "policy_p50_ms": round(pol["p50_ms"], 3),
-        "policy_p99_ms": round(pol["p99_ms"], 3),
-        "policy_p99_ratio_to_target_5ms": round(pol["p99_ms"] / 5.0, 3),
-        "policy_round_trip_p50_ms": round(pol["rtt_p50_ms"], 3),
-        "policy_round_trip_p99_ms": round(pol["rtt_p99_ms"], 3),
-        "policy_service_cpu_ms_per_request": round(1e3 * pol_cpu / pol["requests"], 3),
-        "policy_statuses": pol["statuses"],
+        # GET /v1/policy while binary ingest runs: the acceptance case
+        "policy_achieved_rps": round(busy["achieved_rps"], 1),
+        "policy_p50_ms": round(busy["lat_p50_ms"], 3),
+        "policy_p99_ms": round(busy["lat_p99_ms"], 3),
+        "policy_max_ms": round(busy["lat_max_ms"], 3),
+        "policy_p99_ratio_to_target_5ms": round(busy["lat_p99_ms"] / POLICY_TARGET_MS, 3),
+        "policy_round_trip_p50_ms": round(busy["rtt_p50_ms"], 3),
+        "policy_round_trip_p99_ms": round(busy["rtt_p99_ms"], 3),
+        "policy_client_send_lag_p99_ms": round(busy["lag_p99_ms"], 3),
+        "policy_statuses": busy["statuses"],
+        "policy_sched_wakeup_p99_ms": round(busy["wakeup_p99_ms"], 3),
+        "policy_ingest_rate_target_keys_per_s": a.ingest_rate or None,
+        "policy_ingest_keys_per_s": round(during["keys_per_s"]),
+        "policy_ingest_batch_p50_ms": round(during["batch_p50_ms"], 2),
+        "policy_ingest_catch_up_s": round(busy_catch_up, 2),
+        # the same with the engine idle
+        "policy_idle_achieved_rps": round(idle["achieved_rps"], 1),
+        "policy_idle_p50_ms": round(idle["lat_p50_ms"], 3),
+        "policy_idle_p99_ms": round(idle["lat_p99_ms"], 3),
+        "policy_idle_p99_ratio_to_target_5ms": round(idle["lat_p99_ms"] / POLICY_TARGET_MS, 3),
+        "policy_idle_round_trip_p99_ms": round(idle["rtt_p99_ms"], 3),
+        "policy_idle_client_send_lag_p99_ms": round(idle["lag_p99_ms"], 3),
+        "policy_idle_sched_wakeup_p99_ms": round(idle["wakeup_p99_ms"], 3),
+        "policy_idle_service_cpu_ms_per_request": round(1e3 * idle["service_cpu_s"] / idle["requests"], 3),
         "rss_before_bytes": rss0,
         "rss_after_bytes": rss,
         "rss_peak_bytes": hwm,
@@ -277,7 +564,7 @@ def main() -> None:
         "load_average_1m": round(load, 2),
     }
     for k, v in result.items():
-        print(f"{k:36s} {v}", file=sys.stderr)
+        print(f"{k:40s} {v}", file=sys.stderr)
     print(json.dumps(result))
 
 

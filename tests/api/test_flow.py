@@ -6,7 +6,7 @@ import time
 
 from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
 
-from .conftest import AUTH, post_window
+from .conftest import AUTH, READ_TOKEN, post_window
 
 
 def wait_for(pred, timeout: float = 30.0) -> None:
@@ -109,6 +109,47 @@ def test_policy_etag_gives_304(make_client, workload) -> None:
     r2 = c.get("/v1/policy", headers={"If-None-Match": etag})
     assert r2.status_code == 304 and r2.content == b""
     assert c.get("/v1/policy", headers={"If-None-Match": '"v999"'}).status_code == 200
+
+
+def _policy_requests_timed(c) -> float:
+    for line in c.get("/metrics").text.splitlines():
+        if line.startswith("regimetune_http_request_duration_seconds_count") and 'route="/v1/policy"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_policy_fast_path_is_timed_once_and_falls_back_to_the_route(
+    make_client, workload, monkeypatch
+) -> None:
+    c = make_client()
+    assert c.app.policy_fast_path is not None
+    assert c.get("/v1/policy").status_code == 404  # no version yet: the route gives the reason
+    for wc in workload[:30]:
+        post_window(c, wc)
+    r = c.get("/v1/policy")
+    assert r.status_code == 200
+    assert c.get("/v1/policy", headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    store = c.app.state.store
+    real, calls = store.in_force_json, []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("store hiccup")
+        return real()
+
+    monkeypatch.setattr(store, "in_force_json", flaky)
+    again = c.get("/v1/policy")  # the fast path fails before answering: the route answers
+    assert again.status_code == 200 and again.json() == r.json() and len(calls) == 2
+    assert _policy_requests_timed(c) == 4.0
+
+
+def test_policy_with_protected_reads_goes_through_the_framework(make_client) -> None:
+    c = make_client(auth={"protect_reads": True})
+    assert c.app.policy_fast_path is None
+    assert c.get("/v1/policy").status_code == 401
+    assert c.get("/v1/policy", headers={"Authorization": f"Bearer {READ_TOKEN}"}).status_code == 404
+    assert _policy_requests_timed(c) == 2.0
 
 
 def test_metrics_exposed_without_per_key_labels(make_client, workload) -> None:

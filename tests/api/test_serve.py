@@ -1,0 +1,56 @@
+"""``regimetune serve``: how it starts uvicorn (uvicorn.run is replaced: no server starts)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from typer.testing import CliRunner
+
+from regimetune.cli.main import app
+
+from .conftest import TOKEN, TestClient
+
+
+@pytest.fixture
+def ran(monkeypatch, tmp_path) -> Iterator[dict[str, Any]]:
+    seen: dict[str, Any] = {}
+
+    def fake_run(asgi: Any, **kw: Any) -> None:
+        seen.update(kw, fast_path=asgi.policy_fast_path, switch_interval=sys.getswitchinterval())
+        with TestClient(asgi):  # startup and shutdown: the engine thread stops, the store closes
+            pass
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    monkeypatch.setenv("REGIMETUNE_STORE__URL", f"sqlite:///{tmp_path / 'rt.db'}")
+    monkeypatch.setenv("REGIMETUNE_AUTH__WRITE_TOKENS", json.dumps([TOKEN]))
+    before = sys.getswitchinterval()
+    yield seen
+    sys.setswitchinterval(before)
+
+
+def test_serve_picks_the_fastest_loop_and_parser_installed(ran) -> None:
+    res = CliRunner().invoke(app, ["serve", "--port", "0"])
+    assert res.exit_code == 0, res.output
+    assert ran["loop"] == "auto" and ran["http"] == "auto"
+    assert ran["access_log"] is False  # log level warning: no line per request
+    assert ran["switch_interval"] == pytest.approx(0.001)
+    assert ran["fast_path"] is not None
+
+
+def test_serve_options_reach_uvicorn(ran) -> None:
+    args = ["serve", "--port", "0", "--loop", "asyncio", "--http", "h11", "--log-level", "info"]
+    res = CliRunner().invoke(app, [*args, "--switch-interval-ms", "5"])
+    assert res.exit_code == 0, res.output
+    assert (ran["loop"], ran["http"], ran["access_log"]) == ("asyncio", "h11", True)
+    assert ran["switch_interval"] == pytest.approx(0.005)
+
+
+def test_serve_refuses_an_unknown_loop(ran) -> None:
+    res = CliRunner().invoke(app, ["serve", "--port", "0", "--loop", "trio"])
+    assert res.exit_code == 2 and "--loop" in res.output
+    assert not ran
