@@ -312,10 +312,8 @@ class WindowAggregator:
             exact = np.ones(nwin, dtype=bool)
         else:
             ks = np.empty(nwin, dtype=np.int64)
-            upd = self._hll.update
             for w in range(nwin):
-                for k in keys[starts[w] : starts[w + 1]][first[starts[w] : starts[w + 1]]].tolist():
-                    upd(k)
+                _feed(self._hll, keys[starts[w] : starts[w + 1]][first[starts[w] : starts[w + 1]]])
                 ks[w] = round(self._hll.get_estimate())
             exact = np.zeros(nwin, dtype=bool)
         writes = np.bincount(wloc_b[b.op == Op.WRITE], minlength=nwin)
@@ -420,10 +418,21 @@ class WindowAggregator:
 
         assert self._seen is not None
         self._hll = datasketches.hll_sketch(HLL_LG_K, datasketches.tgt_hll_type.HLL_8)
-        upd = self._hll.update
-        for k in self._seen.keys().tolist():
-            upd(k)
+        _feed(self._hll, self._seen.keys())
         self._seen = None
+
+
+FEED_CHUNK = 8192
+
+
+def _feed(sketch: Any, keys: np.ndarray) -> None:
+    """Update ``sketch`` with every key, converting ``FEED_CHUNK`` keys to Python ints at a
+    time: one ``tolist`` over a million keys holds the GIL for tens of milliseconds, which a
+    service answering requests on another thread would feel as latency."""
+    upd = sketch.update
+    for i in range(0, len(keys), FEED_CHUNK):
+        for k in keys[i : i + FEED_CHUNK].tolist():
+            upd(k)
 
 
 def _records(cols: dict[str, np.ndarray]) -> list[WindowStats]:
