@@ -11,14 +11,18 @@ Suite: growth x temperature x seed (default 3 x 3 x 3 = 27 runs of ``--duration`
   differences): the offline anchor, which sees the whole trace at once.
 
 Figures: mean / min ARI, mean / min change-point F1 at a 2 % tolerance of the trace length
-(each true change matched at most once), median detection delay (windows from the true
-change to the confirmation; online only), false changes per hour on the stationary traces,
-and windows/s (median over runs, detection only). Targets for ``online``: ARI >= 0.9 and
+(each true change matched at most once, a detected change placed where the detector dates
+it), median detection delay (windows from the true change to the confirmation; online
+only), the same per true boundary (0->1 the end of the flash crowd, 1->2 the decline
+levelling off into the first plateau, 2->3 the step to the second plateau) with how many
+of them were matched, false changes per hour on the stationary traces, and windows/s
+(median over runs, detection only). ``--seed0`` moves the seeds, e.g. to held-out ones. Targets for ``online``: ARI >= 0.9 and
 F1 >= 0.9 on every trace, median delay <= 3 windows, 0 false changes/hour, >= 100k windows/s.
 The last line printed is one JSON object with every figure.
 
     nice .venv/bin/python bench/regimes.py            # full suite
     nice .venv/bin/python bench/regimes.py --quick    # 2 x 1 x 1 smoke run
+    nice .venv/bin/python bench/regimes.py --seed0 10 # the same suite on held-out seeds
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import ruptures as rpt
 from regimetune.collectors import GeneratorConfig, generate, window_frame
 from regimetune.models import WindowFrame
 from regimetune.regimes import FeatureExtractor, OnlineRegimeDetector, change_points, paper_kmeans
-from regimetune.regimes.metrics import ari, detection_delays, precision_recall_f1
+from regimetune.regimes.metrics import _match, ari, detection_delays, precision_recall_f1
 
 TOLERANCE = 0.02
 #: PELT's penalty per feature, in units of noise variance x log n (picked from 30/100/300 on
@@ -89,6 +93,19 @@ def _pelt(frame: WindowFrame) -> tuple[np.ndarray, list[int], list[tuple[int, in
     return labels, cps, []
 
 
+def _by_boundary(rs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Median delay and matched count per true boundary (online only)."""
+    if not any(r["by_boundary"] and any(d is not None for d in r["by_boundary"]) for r in rs):
+        return None
+    out = []
+    for i in range(max(len(r["by_boundary"]) for r in rs)):
+        ds = [
+            r["by_boundary"][i] for r in rs if i < len(r["by_boundary"]) and r["by_boundary"][i] is not None
+        ]
+        out.append({"median": statistics.median(ds) if ds else None, "matched": f"{len(ds)}/{len(rs)}"})
+    return out
+
+
 DETECTORS: dict[str, Callable[[WindowFrame], tuple[np.ndarray, list[int], list[tuple[int, int]]]]] = {
     "online": _online,
     "paper": _paper,
@@ -105,6 +122,7 @@ def _score(frame: WindowFrame, fn: Callable[..., Any]) -> dict[str, Any]:
     margin = max(1.0, TOLERANCE * len(frame))
     _, _, f1 = precision_recall_f1(true_cp, cps, margin=margin)
     delays: list[int] = []
+    by_boundary: list[int | None] = [None] * len(true_cp)
     if conf:
         from regimetune.models import RegimeChange
 
@@ -115,7 +133,19 @@ def _score(frame: WindowFrame, fn: Callable[..., Any]) -> dict[str, Any]:
             for a, c in conf
         ]
         delays = detection_delays(true_cp, changes, margin=margin)
-    return {"ari": ari(truth, labels), "f1": f1, "delays": delays, "wps": len(frame) / dt, "n_cp": len(cps)}
+        real = sorted(conf)
+        for i, j in _match(
+            true_cp.astype(np.float64), np.array([a for a, _ in real], dtype=np.float64), margin
+        ):
+            by_boundary[i] = int(real[j][1] - true_cp[i])
+    return {
+        "ari": ari(truth, labels),
+        "f1": f1,
+        "delays": delays,
+        "by_boundary": by_boundary,
+        "wps": len(frame) / dt,
+        "n_cp": len(cps),
+    }
 
 
 def main() -> None:
@@ -124,6 +154,7 @@ def main() -> None:
     ap.add_argument("--growth", type=float, nargs="+", default=[0.5, 1.0, 1.5])
     ap.add_argument("--temperature", type=float, nargs="+", default=[0.5, 1.0, 2.0])
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seed0", type=int, default=0, help="first seed")
     ap.add_argument("--stationary", type=int, default=3, help="stationary traces")
     ap.add_argument("--quick", action="store_true", help="a smoke run")
     a = ap.parse_args()
@@ -131,7 +162,7 @@ def main() -> None:
         a.growth, a.temperature, a.seeds, a.stationary, a.duration = [0.5, 1.5], [1.0], 1, 1, 1800.0
 
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in DETECTORS}
-    for g, temp, seed in itertools.product(a.growth, a.temperature, range(a.seeds)):
+    for g, temp, seed in itertools.product(a.growth, a.temperature, range(a.seed0, a.seed0 + a.seeds)):
         frame = _frame(a.duration, g, temp, seed)
         for name, fn in DETECTORS.items():
             r = _score(frame, fn)
@@ -140,19 +171,24 @@ def main() -> None:
         o = runs["online"][-1]
         print(
             f"growth {g:<4} temp {temp:<4} seed {seed}: online ARI {o['ari']:.3f} F1 {o['f1']:.2f} "
-            f"delays {o['delays']} | paper ARI {runs['paper'][-1]['ari']:.3f} F1 {runs['paper'][-1]['f1']:.2f} "
+            f"delays by boundary {o['by_boundary']} | paper ARI {runs['paper'][-1]['ari']:.3f} F1 {runs['paper'][-1]['f1']:.2f} "
             f"| pelt ARI {runs['pelt'][-1]['ari']:.3f} F1 {runs['pelt'][-1]['f1']:.2f}",
             flush=True,
         )
     false_rate: dict[str, list[float]] = {k: [] for k in DETECTORS}
     for seed in range(a.stationary):
-        frame = _stationary(a.duration, 100 + seed)
+        frame = _stationary(a.duration, 100 + a.seed0 + seed)
         for name, fn in DETECTORS.items():
             _, cps, _ = fn(frame)
             false_rate[name].append(len(cps) * 3600.0 / float(frame["length"].sum()))
     print(f"stationary: false changes/hour { ({k: v for k, v in false_rate.items()}) }", flush=True)
 
-    out: dict[str, Any] = {"traces": len(runs["online"]), "duration_s": a.duration, "tolerance": TOLERANCE}
+    out: dict[str, Any] = {
+        "traces": len(runs["online"]),
+        "seeds": [a.seed0, a.seed0 + a.seeds - 1],
+        "duration_s": a.duration,
+        "tolerance": TOLERANCE,
+    }
     for name, rs in runs.items():
         delays = [d for r in rs for d in r["delays"]]
         out[name] = {
@@ -161,6 +197,7 @@ def main() -> None:
             "f1_mean": round(statistics.fmean(r["f1"] for r in rs), 4),
             "f1_min": round(min(r["f1"] for r in rs), 4),
             "median_delay_windows": statistics.median(delays) if delays else None,
+            "median_delay_by_boundary": _by_boundary(rs),
             "false_changes_per_hour": round(statistics.fmean(false_rate[name]), 3),
             "windows_per_s": round(statistics.median(r["wps"] for r in rs)),
         }

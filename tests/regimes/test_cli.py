@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from regimetune.cli.main import app
 from regimetune.collectors import GeneratorConfig, generate, write_events
+from regimetune.regimes import FORMAT_VERSION
 
 runner = CliRunner()
 
@@ -31,7 +32,7 @@ def test_json_output_lists_segments_and_changes(trace: Path, tmp_path: Path) -> 
     assert segs[0]["start_window"] == 0 and segs[-1]["end_window"] == 900
     assert all(a["end_window"] == b["start_window"] for a, b in itertools.pairwise(segs))
     assert out["changes"][0]["from_id"] is None
-    assert json.loads(state.read_text())["format_version"] == 1
+    assert json.loads(state.read_text())["format_version"] == FORMAT_VERSION
 
 
 def test_paper_mode_reports_the_third_regime_and_plots(trace: Path, tmp_path: Path) -> None:

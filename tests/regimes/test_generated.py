@@ -38,16 +38,21 @@ def test_third_regime_starts_later_when_growth_stretches_the_trace() -> None:
 
 
 @pytest.mark.parametrize("growth", [0.6, 1.5])
-def test_online_detector_finds_the_flash_crowd_and_the_last_plateau(growth: float) -> None:
+def test_online_detector_finds_the_four_regimes_with_the_decline_as_a_transition(growth: float) -> None:
     frame = generated(growth)
-    h = OnlineRegimeDetector().detect(frame)
+    det = OnlineRegimeDetector()
+    h = det.detect(frame)
     s = score(h, frame)
-    assert s.ari > 0.6
+    assert s.ari > 0.9
+    assert s.f1 >= 0.8 and s.n_true == 3
+    assert [seg.regime_id for seg in h.segments] == [0, 1, 2, 3]
     truth = frame["label"]
+    decline = np.bincount(h.labels[truth == 1]).argmax()
+    assert det.transitions == [decline]
     # the flash crowd and the last plateau are each (mostly) one regime of their own
     first = np.bincount(h.labels[truth == 0]).argmax()
     last = np.bincount(h.labels[truth == 3]).argmax()
-    assert first != last
+    assert len({first, decline, last}) == 3
     assert np.mean(h.labels[truth == 3] == last) > 0.95
 
 

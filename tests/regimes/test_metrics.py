@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from regimetune.models import InputError, RegimeChange
+from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import OnlineRegimeDetector, metrics
 from regimetune.regimes.metrics import (
     ari,
@@ -67,3 +68,17 @@ def test_score_of_a_detector_run() -> None:
     s = metrics.score(OnlineRegimeDetector().detect(frame), frame)
     assert s.n_true == 2 and s.f1 == 1.0 and s.ari > 0.95
     assert 0 <= s.median_delay <= 4 and not math.isnan(s.median_delay)
+
+
+def test_score_places_a_change_where_it_is_dated_and_delays_it_until_confirmed() -> None:
+    # a change dated exactly at the true boundary but confirmed 40 windows later: a hit for
+    # F1 (its segment boundary is right), a 40-window delay (that is when it was known)
+    frame = steps((0, 300), (3, 300), seed=12)
+    labels = np.repeat([0, 1], 300)
+    h = RegimeHistory(labels=labels, segments=[], changes=[_change(None, 0, 0, 20), _change(0, 1, 300, 340)])
+    s = metrics.score(h, frame)
+    assert (s.f1, s.median_delay, s.ari) == (1.0, 40.0, 1.0)
+    # dated 30 windows off (margin: 2 % of 600 = 12 windows): a miss and a false change
+    h = RegimeHistory(labels=labels, segments=[], changes=[_change(None, 0, 0, 20), _change(0, 1, 330, 340)])
+    s = metrics.score(h, frame)
+    assert s.f1 == 0.0 and math.isnan(s.median_delay)
