@@ -363,6 +363,34 @@ def _record(changes: np.ndarray, n_changes: int, frm: int, to: int, at: int, con
 
 
 @njit(cache=True, nogil=True)
+def _switch(
+    changes: np.ndarray,
+    n_changes: int,
+    labels: np.ndarray,
+    frm: int,
+    to: int,
+    at: int,
+    t: int,
+    first: int,
+    dwell: int,
+    hist: np.ndarray,
+    msum: np.ndarray,
+    istate: np.ndarray,
+) -> int:
+    """Confirm at window ``t`` a change ``frm -> to`` dated back to window ``at``: record it,
+    relabel this call's windows from ``at`` on (``first`` is the call's first window), make
+    ``to`` current and restart its motion sums. Returns the new number of changes."""
+    n_changes = _record(changes, n_changes, frm, to, at, t)
+    for b in range(max(at - first, 0), t - first):
+        labels[b] = to
+    istate[PREV] = frm
+    istate[CUR] = to
+    istate[CUR_SINCE] = at
+    _motion_restart(hist, t, at + dwell, istate[HIST_N], msum, istate)
+    return n_changes
+
+
+@njit(cache=True, nogil=True)
 def _found(
     centroids: np.ndarray,
     means: np.ndarray,
@@ -673,13 +701,9 @@ def run(
                     ewma[j] = m[j]  # restart the smoother at the settled level
                 if target >= 0 and target != cur:
                     at = istate[NOV_START]
-                    n_changes = _record(changes, n_changes, cur, target, at, t)
-                    for b in range(max(at - t0, 0), i):
-                        labels[b] = target
-                    istate[PREV] = cur
-                    istate[CUR] = target
-                    istate[CUR_SINCE] = at
-                    _motion_restart(hist, t, at + dwell, istate[HIST_N], msum, istate)
+                    n_changes = _switch(
+                        changes, n_changes, labels, cur, target, at, t, t0, dwell, hist, msum, istate
+                    )
                 istate[NOV_RUN] = 0
                 istate[NOV_START] = -1
                 istate[CAND] = -1
@@ -698,13 +722,9 @@ def run(
                 istate[CAND_START] = t
             if istate[CAND_RUN] >= dwell:
                 at = istate[CAND_START]
-                n_changes = _record(changes, n_changes, cur, best, at, t)
-                for b in range(max(at - t0, 0), i):
-                    labels[b] = best
-                istate[PREV] = cur
-                istate[CUR] = best
-                istate[CUR_SINCE] = at
-                _motion_restart(hist, t, at + dwell, istate[HIST_N], msum, istate)
+                n_changes = _switch(
+                    changes, n_changes, labels, cur, best, at, t, t0, dwell, hist, msum, istate
+                )
                 cur = best
                 istate[CAND] = -1
                 istate[CAND_RUN] = 0
@@ -726,11 +746,9 @@ def run(
                     np.sqrt(gap2) < margin
                     and _significant_shift(centroids[cur], centroids[c], noise[cur], se, zeff) < min_shift
                 ):
-                    n_changes = _record(changes, n_changes, cur, c, t, t)
-                    istate[PREV] = cur
-                    istate[CUR] = c
-                    istate[CUR_SINCE] = t
-                    _motion_restart(hist, t, t + dwell, istate[HIST_N], msum, istate)
+                    n_changes = _switch(
+                        changes, n_changes, labels, cur, c, t, t, t0, dwell, hist, msum, istate
+                    )
                     cur = c
                     best = c
                     istate[CAND] = -1
@@ -782,13 +800,9 @@ def run(
                             _recent_noise(hist, t, n_m, noise[fresh], sigma_floor)
                 if target >= 0 and target != cur:
                     at = t - back
-                    n_changes = _record(changes, n_changes, cur, target, at, t)
-                    for b in range(max(at - t0, 0), i):
-                        labels[b] = target
-                    istate[PREV] = cur
-                    istate[CUR] = target
-                    istate[CUR_SINCE] = at
-                    _motion_restart(hist, t, at + dwell, istate[HIST_N], msum, istate)
+                    n_changes = _switch(
+                        changes, n_changes, labels, cur, target, at, t, t0, dwell, hist, msum, istate
+                    )
                     cur = target
                     best = target
                     for j in range(d):
