@@ -69,6 +69,9 @@ class _Timing:
             )
 
 
+_VIA_FRAMEWORK = "regimetune.via_framework"  # scope key: the fast path fell back to the framework
+
+
 class _Service(FastAPI):
     """FastAPI with ``GET /v1/policy`` (what storage daemons poll, maybe thousands of times a
     second) answered by :class:`PolicyFastPath` before the framework: no telemetry check, no
@@ -108,9 +111,6 @@ class _Service(FastAPI):
             return
         if not scope.get(_VIA_FRAMEWORK):  # the framework's timing middleware saw it otherwise
             self.policy_duration.observe(time.perf_counter() - t0)
-
-
-_VIA_FRAMEWORK = "regimetune.via_framework"
 
 
 def _on_delivery(store: Store, metrics: Metrics) -> Any:
@@ -261,7 +261,7 @@ def create_app(
             scope[_VIA_FRAMEWORK] = True
             await FastAPI.__call__(app, scope, receive, send)
 
-        app.policy_fast_path = PolicyFastPath(framework, store=store, open_reads=True)
+        app.policy_fast_path = PolicyFastPath(framework, store=store)
         app.policy_duration = metrics.request_duration.labels(route="/v1/policy", method="GET")
     return app
 

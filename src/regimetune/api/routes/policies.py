@@ -30,27 +30,19 @@ def _matches(header: str | None, etag: str) -> bool:
 
 
 class PolicyFastPath:
-    """ASGI middleware serving ``GET /v1/policy`` without the framework's per-request work
-    (what storage daemons poll, possibly thousands of times a second) when reads are open;
-    same answers as the route below, which documents it and serves it otherwise."""
+    """Answers ``GET /v1/policy`` without the framework's per-request work (what storage
+    daemons poll, possibly thousands of times a second); same answers as the route below,
+    which documents it. The caller routes only open reads of that path here; ``fallback``
+    (the framework) answers the 404 before the first version."""
 
-    def __init__(self, app: Any, *, store: Any, open_reads: bool) -> None:
-        self.app = app
+    def __init__(self, fallback: Any, *, store: Any) -> None:
+        self.fallback = fallback
         self.store = store
-        self.open_reads = open_reads
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if not (
-            self.open_reads
-            and scope["type"] == "http"
-            and scope["method"] == "GET"
-            and scope["path"] == "/v1/policy"
-        ):
-            await self.app(scope, receive, send)
-            return
         v, body = self.store.in_force_json()
         if v is None:
-            await self.app(scope, receive, send)  # the 404 with its reason
+            await self.fallback(scope, receive, send)  # the 404 with its reason
             return
         etag = _etag(v).encode()
         inm = next((val for name, val in scope["headers"] if name == b"if-none-match"), None)
