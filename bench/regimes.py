@@ -8,7 +8,10 @@ Suite: growth x temperature x seed (default 3 x 3 x 3 = 27 runs of ``--duration`
 * ``paper``: :func:`paper_kmeans` (batch K-means on (time, reads/s), K = 4);
 * ``pelt``: ruptures' PELT (l2 cost, ``KernelCPD(kernel="linear")``) on the same features,
   penalty ``100 d sigma^2 log n`` with sigma^2 the median per-feature noise (MAD of first
-  differences): the offline anchor, which sees the whole trace at once.
+  differences): the offline anchor, which sees the whole trace at once;
+* ``silhouette``: batch K-means on the same features with K in 2..8 chosen by the silhouette
+  score on a bounded sample of 2,000 windows (scikit-learn), the textbook way to choose K
+  from the data, offline: what the online detector's own choice of K is measured against.
 
 Figures: mean / min ARI, mean / min change-point F1 at a 2 % tolerance of the trace length
 (each true change matched at most once, a detected change placed where the detector dates
@@ -37,6 +40,8 @@ from typing import Any
 
 import numpy as np
 import ruptures as rpt
+from sklearn.cluster import KMeans
+from sklearn.metrics import silhouette_score
 
 from regimetune.collectors import GeneratorConfig, generate, window_frame
 from regimetune.models import WindowFrame
@@ -93,6 +98,19 @@ def _pelt(frame: WindowFrame) -> tuple[np.ndarray, list[int], list[tuple[int, in
     return labels, cps, []
 
 
+def _silhouette(frame: WindowFrame) -> tuple[np.ndarray, list[int], list[tuple[int, int]]]:
+    x = FeatureExtractor(lag=3, features=OnlineRegimeDetector().features).transform(frame)[1:]
+    best: tuple[float, np.ndarray] | None = None
+    for k in range(2, 9):
+        km = KMeans(n_clusters=k, n_init=4, random_state=0).fit(x)
+        s = float(silhouette_score(x, km.labels_, sample_size=min(2000, len(x)), random_state=0))
+        if best is None or s > best[0]:
+            best = (s, km.labels_)
+    assert best is not None
+    labels = np.r_[best[1][0], best[1]]
+    return labels, change_points(labels).tolist(), []
+
+
 def _by_boundary(rs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """Median delay and matched count per true boundary (online only)."""
     if not any(r["by_boundary"] and any(d is not None for d in r["by_boundary"]) for r in rs):
@@ -110,6 +128,7 @@ DETECTORS: dict[str, Callable[[WindowFrame], tuple[np.ndarray, list[int], list[t
     "online": _online,
     "paper": _paper,
     "pelt": _pelt,
+    "silhouette": _silhouette,
 }
 
 
@@ -145,6 +164,7 @@ def _score(frame: WindowFrame, fn: Callable[..., Any]) -> dict[str, Any]:
         "by_boundary": by_boundary,
         "wps": len(frame) / dt,
         "n_cp": len(cps),
+        "k": len(np.unique(labels[labels >= 0])),
     }
 
 
@@ -172,7 +192,8 @@ def main() -> None:
         print(
             f"growth {g:<4} temp {temp:<4} seed {seed}: online ARI {o['ari']:.3f} F1 {o['f1']:.2f} "
             f"delays by boundary {o['by_boundary']} | paper ARI {runs['paper'][-1]['ari']:.3f} F1 {runs['paper'][-1]['f1']:.2f} "
-            f"| pelt ARI {runs['pelt'][-1]['ari']:.3f} F1 {runs['pelt'][-1]['f1']:.2f}",
+            f"| pelt ARI {runs['pelt'][-1]['ari']:.3f} F1 {runs['pelt'][-1]['f1']:.2f} "
+            f"| silhouette ARI {runs['silhouette'][-1]['ari']:.3f} K {runs['silhouette'][-1]['k']}",
             flush=True,
         )
     false_rate: dict[str, list[float]] = {k: [] for k in DETECTORS}
@@ -200,6 +221,7 @@ def main() -> None:
             "median_delay_by_boundary": _by_boundary(rs),
             "false_changes_per_hour": round(statistics.fmean(false_rate[name]), 3),
             "windows_per_s": round(statistics.median(r["wps"] for r in rs)),
+            "k_found": sorted({r["k"] for r in rs}),
         }
     anchor = out["pelt"]
     out["online_vs_pelt"] = {

@@ -94,6 +94,27 @@ def test_a_small_lasting_shift_is_a_change_a_tiny_one_is_not(seed: int) -> None:
     assert real[0].confirmed_window - 600 <= 6
 
 
+def test_a_step_in_two_statistics_at_once_is_confirmed_sooner_than_in_one() -> None:
+    # top-k share down and entropy up by 4 times their noise (5 %) each: one of them alone
+    # is below the single-feature bar of the change test, both together are beyond it
+    def delays(columns: tuple[str, ...]) -> list[int | None]:
+        out: list[int | None] = []
+        for seed in range(8):
+            f = steps((3, 1200), seed=seed)
+            for column, factor in (("topk_share", 0.8), ("entropy", 1.2)):
+                if column in columns:
+                    f = _scaled(f, column, slice(600, None), factor)
+            real = [c for c in OnlineRegimeDetector().detect(f).changes if c.from_id is not None]
+            assert len(real) <= 1, real
+            out.append(real[0].confirmed_window - 600 if real else None)
+        return out
+
+    both = delays(("topk_share", "entropy"))
+    assert all(d is not None and d <= 2 for d in both), both
+    alone = delays(("topk_share",))
+    assert sum(d is not None and d <= 2 for d in alone) <= 2, alone
+
+
 @pytest.mark.parametrize("column", ["reads", "writes", "topk_share"])
 def test_a_short_run_of_odd_windows_in_one_statistic_is_not_a_change(column: str) -> None:
     plateau = steps((3, 1200), seed=5)

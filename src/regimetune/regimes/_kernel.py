@@ -13,7 +13,10 @@ Per window, after a warm-up that founds regime 0:
   last ``dwell`` points left the line fitted to the current regime's recent past (which
   ends ``2 dwell`` windows earlier, so the onset of a smooth decline shows as well as a
   step) by ``z`` standard errors in features whose shift adds up to ``min_shift`` feature
-  units. Each regime learns its own noise from the test's residuals (root mean square,
+  units. Two or more features that each moved by ``0.6 z`` standard errors count as well
+  when together (root sum of squares) they exceed ``1.2 z``: a gradual onset shows in
+  several statistics at once (top-k share and entropy) before any one of them is beyond
+  ``z``. Each regime learns its own noise from the test's residuals (root mean square,
   clipped), so correlated or heavy-tailed features are not overconfident;
 * a candidate settles once ``dwell`` raw points in a row sit at one level (twice that for
   a small shift seen in a single feature). The level is matched: a known steady regime
@@ -88,6 +91,11 @@ _NOISE_N = 64
 #: A single feature's shift of this many times ``z`` standard errors and half ``radius``
 #: is confirmed as quickly as a large one.
 _STRONG = 1.2
+#: Two or more features that each moved by ``_JOINT_LO z`` standard errors are significant
+#: when their shifts add up (root sum of squares) to ``_JOINT z``: the onset of a gradual
+#: change often shows in several statistics at once before any single one is beyond ``z``.
+_JOINT_LO = 0.6
+_JOINT = 1.2
 
 
 def new_state(k_max: int, d: int, warmup: int, history: int, trend_history: int) -> dict[str, np.ndarray]:
@@ -207,16 +215,34 @@ def _se(k: int, gap: int, n: int) -> float:
 
 
 @njit(cache=True, nogil=True)
+def _joint(z: np.ndarray, zsig: float) -> bool:
+    """Whether features that each moved by more than ``_JOINT_LO * zsig`` standard errors
+    (``z``, in absolute value) are, two or more of them together, beyond ``_JOINT * zsig``."""
+    n = 0
+    q = 0.0
+    for j in range(z.shape[0]):
+        if z[j] > _JOINT_LO * zsig:
+            n += 1
+            q += z[j] * z[j]
+    return n >= 2 and np.sqrt(q) > _JOINT * zsig
+
+
+@njit(cache=True, nogil=True)
 def _significant_shift(
     a: np.ndarray, b: np.ndarray, noise: np.ndarray, se_factor: float, zsig: float
 ) -> float:
     """Length (feature units) of the part of ``a - b`` that is significant: features whose
-    shift exceeds ``zsig`` standard errors (``noise * se_factor``)."""
+    shift exceeds ``zsig`` standard errors (``noise * se_factor``), or that moved together
+    (:func:`_joint`)."""
+    d = a.shape[0]
+    z = np.empty(d)
+    for j in range(d):
+        z[j] = abs(a[j] - b[j]) / (noise[j] * se_factor)
+    bar = _JOINT_LO * zsig if _joint(z, zsig) else zsig
     s = 0.0
-    for j in range(a.shape[0]):
-        diff = a[j] - b[j]
-        if abs(diff) > zsig * noise[j] * se_factor:
-            s += diff * diff
+    for j in range(d):
+        if z[j] > bar:
+            s += (a[j] - b[j]) ** 2
     return np.sqrt(s)
 
 
@@ -343,14 +369,15 @@ def _small(
     n_sig = 0
     strong = False
     se = _se(dwell, 2 * dwell, base) * np.sqrt(dwell / nl)
+    z = np.empty(m.shape[0])
     for j in range(m.shape[0]):
         m[j] = late_sum[j] / nl
         s += (m[j] - anchor[j]) ** 2
-        zj = abs(m[j] - anchor[j]) / (noise[j] * se)
-        if zj > zsig:
+        z[j] = abs(m[j] - anchor[j]) / (noise[j] * se)
+        if z[j] > zsig:
             n_sig += 1
-            strong = strong or (zj >= _STRONG * zsig and abs(m[j] - anchor[j]) >= 0.5 * radius)
-    return np.sqrt(s) <= radius and n_sig < 2 and not strong
+            strong = strong or (z[j] >= _STRONG * zsig and abs(m[j] - anchor[j]) >= 0.5 * radius)
+    return np.sqrt(s) <= radius and n_sig < 2 and not strong and not _joint(z, zsig)
 
 
 @njit(cache=True, nogil=True)

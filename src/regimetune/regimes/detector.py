@@ -10,7 +10,8 @@ The detector is a streaming nearest-centroid clusterer over the features of
 * a change opens when the smoothed point is farther than ``radius`` from every known regime,
   or when the mean of the last ``dwell`` windows left the line of the current regime's
   recent past by ``z`` standard errors in features that moved by ``min_shift`` feature
-  units together (each regime learns its features' noise as it goes): a large step is
+  units together, or by ``1.2 z`` in two or more features at once, none of them alone
+  beyond ``z`` (each regime learns its features' noise as it goes): a large step is
   confirmed as soon as ``dwell`` windows show it, a slow drift or a run of odd windows in a
   single statistic is not;
 * once ``dwell`` windows sit at one level, that level is matched: a known regime within
@@ -110,7 +111,7 @@ class OnlineRegimeDetector:
         warmup: int = 20,
         noise_floor: float = 0.0,
         z: float = 5.0,
-        min_shift: float = 0.08,
+        min_shift: float = 0.05,
         span: int = 250,
         trend_feature: str | None = "log_reads",
         lag: int = 3,
