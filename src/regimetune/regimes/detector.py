@@ -57,6 +57,7 @@ from regimetune.models import InputError, Regime, RegimeChange, RegimeSegment, W
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _kernel
 from regimetune.regimes.features import DEFAULT_FEATURES, FeatureExtractor
+from regimetune.regimes.hindsight import redate_transition_ends
 
 FORMAT_VERSION = 2
 #: Windows at the start of a stream whose features are incomplete (the first window has no
@@ -333,9 +334,12 @@ class OnlineRegimeDetector:
             confirmed_time=window.start,
         )
 
-    def detect(self, frame: WindowFrame) -> RegimeHistory:
+    def detect(self, frame: WindowFrame, *, hindsight: bool = True) -> RegimeHistory:
         """Replay ``frame`` through the detector (learning as it goes, exactly as
-        :meth:`update` window by window would) and return its regime history."""
+        :meth:`update` window by window would) and return its regime history. With
+        ``hindsight``, the end of a transition is re-dated with the windows that followed
+        it (:mod:`regimetune.regimes.hindsight`); confirmations and online labels are
+        those of :meth:`update` either way."""
         self._ensure()
         n = len(frame)
         if n == 0:
@@ -347,6 +351,9 @@ class OnlineRegimeDetector:
         t0 = self.n_seen
         x = self._fx.transform(frame)
         labels, online, changes = self._run(x)
+        if hindsight and self._trend_j >= 0:
+            rate = self._fx.rate(x, self._fx.names[self._trend_j])
+            redate_transition_ends(rate, labels, changes, set(self.transitions), t0, min_seg=self.dwell)
         return _history(frame, labels, online, changes, t0, self.regimes)
 
     # -- persistence ------------------------------------------------------------------

@@ -55,6 +55,9 @@ UNITS: dict[str, float] = {
     "log_rw": 2.0,
 }
 
+#: Features that are ``log1p`` of a rate or a count: ``expm1(value * unit)`` is the rate.
+LOG1P_FEATURES: frozenset[str] = frozenset({"log_reads", "log_writes", "log_growth", "log_active"})
+
 
 def _check_names(names: Sequence[str]) -> tuple[str, ...]:
     names = tuple(names)
@@ -124,6 +127,13 @@ class FeatureExtractor:
     def names(self) -> tuple[str, ...]:
         self._ensure()
         return self._names
+
+    def rate(self, x: np.ndarray, name: str) -> np.ndarray:
+        """Column ``name`` of a feature matrix as the rate itself where it is a ``log1p``
+        feature, else as it is."""
+        self._ensure()
+        j = self._names.index(name)
+        return np.expm1(x[:, j] * self._units[j]) if name in LOG1P_FEATURES else x[:, j]
 
     def _growth(self, keyspace: np.ndarray, length: np.ndarray) -> np.ndarray:
         """New keys per second against ``lag`` windows back (fewer at the very start)."""
@@ -214,4 +224,4 @@ class FeatureExtractor:
         return fx
 
 
-__all__ = ["DEFAULT_FEATURES", "FEATURES", "UNITS", "FeatureExtractor"]
+__all__ = ["DEFAULT_FEATURES", "FEATURES", "LOG1P_FEATURES", "UNITS", "FeatureExtractor"]
