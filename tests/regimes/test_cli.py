@@ -24,7 +24,7 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_json_output_lists_segments_and_changes(trace: Path, tmp_path: Path) -> None:
     state = tmp_path / "det.json"
-    res = runner.invoke(app, ["detect", str(trace), "--json", "--state", str(state)])
+    res = runner.invoke(app, ["detect", str(trace), "--json", "--state", str(state), "--no-hindsight"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["mode"] == "online" and out["windows"] == 900

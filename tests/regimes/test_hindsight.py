@@ -36,7 +36,7 @@ def test_an_exponential_decline_ends_at_its_settling_time(seed: int) -> None:
     assert changes[2, 3] == 640  # the confirmation does not move
 
 
-def test_a_linear_decline_keeps_its_date_and_nothing_else_moves() -> None:
+def test_a_linear_decline_keeps_its_date_and_no_date_moves_later() -> None:
     rate, labels, changes = _case("linear", 0)
     before = (labels.copy(), changes.copy())
     redate_transition_ends(rate, labels, changes, {1}, 0, min_seg=3)
@@ -45,6 +45,12 @@ def test_a_linear_decline_keeps_its_date_and_nothing_else_moves() -> None:
     rate, labels, changes = _case("exponential", 0)
     redate_transition_ends(rate, labels, changes, set(), 0, min_seg=3)
     assert changes[2, 2] == 560
+    # nor moved later than where it was dated online (it was flat from there on)
+    rate, labels, changes = _case("exponential", 0)
+    changes[2, 2] = 440
+    labels[440:] = 2
+    redate_transition_ends(rate, labels, changes, {1}, 0, min_seg=3)
+    assert changes[2, 2] == 440 and (labels[440:] == 2).all()
 
 
 def test_hindsight_moves_only_dates_and_back_dated_labels() -> None:

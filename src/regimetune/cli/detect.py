@@ -129,6 +129,14 @@ def detect_cmd(
     state: Annotated[
         Path | None, typer.Option("--state", help="Online mode: save the detector's state (JSON) here.")
     ] = None,
+    hindsight: Annotated[
+        bool,
+        typer.Option(
+            "--hindsight/--no-hindsight",
+            help="Online mode: re-date the end of each decline with the windows that followed it "
+            "(--no-hindsight: the dates known when each change was confirmed).",
+        ),
+    ] = True,
     fmt: FormatOpt = None,
     columns: ColumnsOpt = None,
     read_op: ReadOpOpt = None,
@@ -180,7 +188,7 @@ def detect_cmd(
             title = f"{trace.name}: paper K-means, K={r.k}"
         else:
             det = OnlineRegimeDetector(k=k)
-            h = det.detect(frame)
+            h = det.detect(frame, hindsight=hindsight)
             segments, changes, labels = h.segments, h.changes, h.labels
             centroids = _segment_points(frame, segments)
             out |= {"mode": "online", "n_regimes": len(h.regimes)}

@@ -8,7 +8,9 @@ exponential relaxation from the previous level, ``c + (before - c) exp(-(s - s0)
 and date its end at the settling time: when the curve stays within ``band`` of its whole
 move (5 %: three time constants, the usual definition). The fit is used only where it
 explains the rate better than the line that turns flat (same data, the same number of
-parameters); a linear ramp keeps its knee.
+parameters), so a linear ramp keeps its knee, and it only ever moves a date earlier: the
+online date was confirmed flat from there on, and being dated from a short stretch of
+plateau, it errs late.
 
 Only the dates (``at`` of the changes) and the back-dated labels move; the confirmations,
 the online labels and the detector's state do not.
@@ -75,7 +77,7 @@ def redate_transition_ends(
     ``first`` is the counter of ``labels[0]``."""
     n = len(rate)
     for r in range(len(changes)):
-        frm, to, at, conf = (int(v) for v in changes[r])
+        frm, to, at = (int(v) for v in changes[r, :3])
         if frm not in transitions or to in transitions:
             continue
         into = [q for q in range(r) if changes[q, 1] == frm]
@@ -92,11 +94,10 @@ def redate_transition_ends(
         if rss >= _knee_rss(v, min_seg):
             continue
         settle = s0 + int(np.ceil(tau * np.log(1.0 / band)))
-        new = min(max(settle, s0 + min_seg), e - min_seg, conf - first)
-        if new < a:
-            labels[new:a] = to
-        else:
-            labels[a:new] = frm
+        # only ever earlier: the online date was confirmed flat from there on, and dated from
+        # a short stretch of plateau, it errs late
+        new = min(max(settle, s0 + min_seg), a)
+        labels[new:a] = to
         changes[r, 2] = new + first
 
 
