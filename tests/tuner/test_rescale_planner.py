@@ -191,3 +191,12 @@ def test_large_commission_balances_load() -> None:
     # balance for time but still improves on the initial imbalance (1.18 here).
     assert ratios["L"] < 1.02
     assert ratios["L"] <= ratios["LT"] < initial
+
+
+def test_subnormal_sizes_and_no_load_still_get_a_plan() -> None:
+    # found by the property test: a few subnormal bytes and zero load made every penalty
+    # overflow to inf, so no server could be chosen
+    tiny = 1.1125369292536007e-308
+    buckets = [Bucket(id=0, load=0.0, size=tiny), Bucket(id=3, load=0.0, size=tiny)]
+    plan = plan_rescale(buckets, {0: 0, 3: 0}, [0], _commission(1), PufferscaleWeights(), net_bandwidth=2.0)
+    assert set(plan.placement) == {0, 3} and set(plan.placement.values()) <= {0, 1}

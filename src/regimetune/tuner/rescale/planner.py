@@ -119,10 +119,15 @@ def compute_targets(
     return Targets(l_t, d_t, t_t, l_i, d_i, l_tw, d_tw, t_tw)
 
 
+#: Smallest target the penalties divide by: below it, their inverse cubed overflows.
+_TINY_TARGET = 1e-150
+
+
 def _positive(x: float) -> float:
-    # A target of zero (no load, or no data, at all) would divide by zero; any positive value
-    # then gives the same choices, since the numerators are zero too.
-    return x if x > 0 else 1e-300
+    # A target of zero (no load, or no data, at all) would divide by zero, and one of a few
+    # subnormal bytes (seen from a property test) overflows to inf and leaves no server
+    # choosable; a floor gives the same choices, since the numerators are that small too.
+    return max(x, _TINY_TARGET)
 
 
 def plan_arrays(
