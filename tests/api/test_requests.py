@@ -219,3 +219,32 @@ def test_tuning_job_on_a_server_side_trace_applies_tuned_policies(make_client, t
     assert set(stored) == {str(k) for k in got["policies"]}
     assert all(p["source"] == "tuned" for p in stored.values())
     assert 'regimetune_tuning_jobs_total{status="succeeded"} 1.0' in c.get("/metrics").text
+
+
+def test_rescale_tuning_job_sets_weights_and_keeps_each_regimes_cache_limits(
+    make_client, tmp_path: Path
+) -> None:
+    from regimetune.collectors import GeneratorConfig, generate, write_events
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    trace = traces / "run.csv"
+    write_events(generate(GeneratorConfig(duration_s=1800, workers=8, seed=3)), trace)
+    c = make_client(tuning={"trace_dirs": [str(traces)], "executor": "thread"}, engine={"window_s": 10.0})
+    cache = {"mode": "lru", "limit_keys": 500}
+    for rid in range(4):  # an operator set cache limits on every regime the trace can show
+        assert c.put(f"/v1/policies/{rid}", json={"cache": cache}, headers=AUTH).status_code == 200
+    body = {"trace": str(trace), "objective": "rescale", "budget": 4, "apply": True}
+    r = c.post("/v1/tuning-jobs", json=body, headers=AUTH)
+    assert r.status_code == 202, r.text
+    run = c.app.state.jobs.wait(r.json()["id"], timeout=300)
+    assert run.status.value == "succeeded", run.error
+    assert run.objective.value == "rescale" and run.policies
+    stored = c.get("/v1/policies").json()
+    for rid, tuned in run.policies.items():
+        got = stored[str(rid)]
+        assert got["source"] == "tuned"
+        assert got["weights"] == tuned.weights.model_dump(mode="json")
+        assert got["cache"] == {**got["cache"], **cache}  # the operator's limits stay
+    # the tuned weights differ from the defaults somewhere (the job really tuned them)
+    assert any(p.weights != type(p.weights)() for p in run.policies.values())

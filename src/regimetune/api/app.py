@@ -182,7 +182,13 @@ def create_app(
     def applied(run: TuningRun, apply: bool) -> None:
         if not apply:
             return
+        # a job tunes one part of a regime's policy (cache limits or rescaling weights);
+        # the other part stays as it was
+        keep = "weights" if run.objective is Objective.CACHE else "cache"
         for rid, policy in run.policies.items():
+            old = store.regime_policy(rid)
+            if old is not None:
+                policy = policy.model_copy(update={keep: getattr(old, keep)})
             store.put_regime_policy(policy)
             engine.apply_policy_now(rid, f"tuning job {run.id} tuned the policy of the current regime")
 

@@ -41,9 +41,10 @@ def run_tuning(
     window_s: float = 10.0,
     detector_state: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run one cache tuning session on a trace file (in a worker process) with the tuner's
-    :func:`~regimetune.tuner.sessions.tune_cache_batches`; returns the policy file and the
-    report as JSON data.
+    """Run one tuning session on a trace file (in a worker process) and return the policy
+    file and the report as JSON data: the cache limits per regime
+    (:func:`~regimetune.tuner.sessions.tune_cache_batches`) or the Pufferscale weights per
+    regime (:func:`~regimetune.tuner.rescale.session.tune_rescale`).
 
     The trace's windows go through a detector restored from the service's own detector
     state (when given), so the tuned policies are keyed by the regime ids the service uses.
@@ -52,15 +53,23 @@ def run_tuning(
     from regimetune.regimes import OnlineRegimeDetector
     from regimetune.tuner.sessions import DEFAULT_OPTIMIZER, tune_cache_batches
 
-    if objective != Objective.CACHE.value:
-        raise TuningError(f"tuning jobs run the cache objective; {objective!r} is not wired to the service")
     detector = OnlineRegimeDetector.from_state(detector_state) if detector_state else None
+    chosen = DEFAULT_OPTIMIZER if optimizer == "auto" else optimizer
+    if objective == Objective.RESCALE.value:
+        from regimetune.tuner.rescale.session import tune_rescale
+
+        res = tune_rescale(
+            trace, budget=budget, optimizer=chosen, window_s=window_s, detector=detector, show=False
+        )
+        return {"policy_file": res.policy_file.model_dump(mode="json"), "report": res.report_json()}
+    if objective != Objective.CACHE.value:
+        raise TuningError(f"unknown tuning objective {objective!r}")
     result = tune_cache_batches(
         read_trace(trace),
         window_s=window_s,
         trace_name=Path(trace).name,
         detector=detector,
-        optimizer=DEFAULT_OPTIMIZER if optimizer == "auto" else optimizer,
+        optimizer=chosen,
         budget=budget,
         workers=0,  # this job is already one worker of the pool
     )
@@ -142,10 +151,6 @@ class JobManager:
             status=RunStatus.RUNNING,
             trace=trace,
         )
-        if objective is not Objective.CACHE:
-            raise InputError(
-                f"tuning jobs run the cache objective; {objective.value!r} is not available here"
-            )
         self.store.save_job(run)
         state = self.detector_state() if self.detector_state is not None else None
         fut = self._pool().submit(

@@ -15,7 +15,7 @@ import concurrent.futures as cf
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from regimetune.models.policy import Policy, PolicyFile
 from regimetune.models.windows import WindowFrame
 from regimetune.tuner.rescale.campaign import CampaignSpec
 from regimetune.tuner.rescale.tuning import WeightTuningReport, tune_weights
+
+if TYPE_CHECKING:
+    from regimetune.regimes import OnlineRegimeDetector
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +58,11 @@ def _frame(trace: Any, trace_options: Any, window_s: float, n_buckets: int) -> t
     return window_frame(batches, window_s=window_s, n_buckets=n_buckets), str(trace)
 
 
-def _labels(frame: WindowFrame) -> np.ndarray:
+def _labels(frame: WindowFrame, detector: OnlineRegimeDetector | None) -> np.ndarray:
     try:
         from regimetune.regimes import OnlineRegimeDetector
 
-        labels = np.asarray(OnlineRegimeDetector().detect(frame).labels)
+        labels = np.asarray((detector or OnlineRegimeDetector()).detect(frame).labels)
     except (InputError, ImportError):
         labels = np.zeros(len(frame), np.int64)
     labels = np.where(labels < 0, 0, labels)  # windows before the first regime: regime 0
@@ -83,8 +86,12 @@ def tune_rescale(
     out: Path | None = None,
     as_json: bool = False,
     show: bool | None = None,
+    detector: OnlineRegimeDetector | None = None,
 ) -> RescaleTuningResult:
     """Tune the weights per regime of ``trace`` (a path or a :class:`WindowFrame`).
+
+    ``detector`` names the regimes (default: a fresh :class:`OnlineRegimeDetector`; the
+    service passes its own, so the ids are the ones it uses).
 
     ``out`` writes the policy file as JSON. ``show`` prints the report (JSON with
     ``as_json``); by default it prints when called from the CLI (``trace_options`` given).
@@ -94,7 +101,7 @@ def tune_rescale(
         raise InputError("the trace has no windows")
     if frame.n_buckets == 0:
         raise InputError("the windows carry no per-bucket statistics (n_buckets = 0)")
-    labels = _labels(frame)
+    labels = _labels(frame, detector)
     reports: dict[int, WeightTuningReport] = {}
     policies: dict[int, Policy] = {}
     busiest, most = 0, -1.0
