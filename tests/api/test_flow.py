@@ -237,3 +237,46 @@ def test_unknown_regime_starts_a_tuning_job_once(make_client, workload, tmp_path
         assert len(calls) == n_regimes and all(has_state for _, has_state in calls)
         first = c.get("/v1/decisions").json()["items"][-1]
         assert "safe default" in first["detail"]
+
+
+def test_a_snapshot_prunes_batches_and_a_restart_from_it_decides_the_same(tmp_path, workload) -> None:
+    from fastapi.testclient import TestClient
+
+    from regimetune.api import create_app
+
+    from .conftest import settings_for
+
+    def history(c) -> tuple[list[tuple], list[dict]]:
+        d = c.get("/v1/decisions", params={"limit": 1000}).json()["items"]
+        segs = c.get("/v1/regimes", params={"limit": 1000}).json()["items"]
+        return [(x["regime_from"], x["regime_to"], x["inputs"]["window"]) for x in d], segs
+
+    for d in ("ref", "snap", "auto"):
+        (tmp_path / d).mkdir()
+    with TestClient(create_app(settings_for(tmp_path / "ref"))) as c:
+        for wc in workload:
+            post_window(c, wc)
+        want = history(c)
+    s = settings_for(tmp_path / "snap", ingest={"snapshot_every_s": 0.0, "keep_batches_s": 0.0})
+    with TestClient(create_app(s)) as c:
+        for wc in workload[:70]:
+            post_window(c, wc)
+        # every batch so far is covered and old enough; the newest one stays (it holds the
+        # sequence number up)
+        assert c.app.state.engine.snapshot() == 69
+        assert c.app.state.store.count_batches() == 1
+        for wc in workload[70:100]:
+            post_window(c, wc)
+    with TestClient(create_app(s)) as c:  # restart: the snapshot, then batches 71-100 again
+        assert c.app.state.store.count_batches() == 31
+        assert c.get("/v1/engine").json()["last_seq"] == 100
+        for wc in workload[100:]:
+            post_window(c, wc)
+        assert history(c) == want
+    # taken on its own every snapshot_every_s; young batches stay for resends
+    s = settings_for(tmp_path / "auto", ingest={"snapshot_every_s": 1e-6, "keep_batches_s": 3600.0})
+    with TestClient(create_app(s)) as c:
+        for wc in workload[:5]:
+            post_window(c, wc)
+        assert c.app.state.store.count_batches() == 5
+        assert c.app.state.store.load_snapshot("aggregator")[0] == 5

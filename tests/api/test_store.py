@@ -7,12 +7,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 
 from regimetune.api.outbox import SqlOutboxStore
 from regimetune.api.settings import StoreSettings
 from regimetune.api.store import Store
+from regimetune.api.store.store import migrate, pack_columns
 from regimetune.models import Decision, Policy, PolicyVersion, PushOutcome, WindowStats
 from regimetune.push.checks import OUTBOX_STORE_CHECKS
 
@@ -130,9 +132,29 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
     s = Store.open(cfg)  # second start: nothing to migrate, data kept
     assert s.ping()
     with s.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM rt_alembic_version")).scalar() == "0001"
+        assert conn.execute(sa.text("SELECT version_num FROM rt_alembic_version")).scalar() == "0002"
         mode = conn.execute(sa.text("PRAGMA journal_mode")).scalar()
     assert mode == "wal"
+
+
+def test_a_store_of_the_first_schema_is_upgraded_with_its_data(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = sa.create_engine(url)
+    migrate(engine, "0001")  # as a store written before snapshots existed
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO rt_ingest_batches (received_at, window_start, kind, n_rows, payload) "
+                "VALUES (1.0, 0.0, 'counts', 0, :p)"
+            ),
+            {"p": pack_columns({})},
+        )
+    engine.dispose()
+    s = Store.open(StoreSettings(url=url))
+    assert s.last_seq() == 1 and s.load_snapshot("aggregator") is None
+    s.save_snapshot("aggregator", 1, {"k": 1}, {"a": np.arange(3)})
+    seq, meta, arrays = s.load_snapshot("aggregator") or (0, {}, {})
+    assert seq == 1 and meta == {"k": 1} and arrays["a"].tolist() == [0, 1, 2]
 
 
 @pytest.mark.postgres

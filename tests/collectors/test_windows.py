@@ -118,6 +118,24 @@ def test_batch_at_a_time_equals_all_at_once(b: EventBatch, cuts: list[int]) -> N
     assert got == want
 
 
+@settings(max_examples=40, deadline=None)
+@given(b=traces(), cut=st.integers(0, 120), limit=st.sampled_from([0, 3, 1_000_000]))
+def test_a_restored_snapshot_continues_exactly(b: EventBatch, cut: int, limit: int) -> None:
+    cut = min(cut, len(b))
+    whole = WindowAggregator(1.0, n_buckets=2, exact_key_limit=limit)
+    want = whole.push(b.slice(0, cut)) + whole.push(b.slice(cut, len(b))) + whole.flush()
+    agg = WindowAggregator(1.0, n_buckets=2, exact_key_limit=limit)
+    got = agg.push(b.slice(0, cut))
+    meta, arrays = agg.to_state()
+    # as the store hands them back: read-only views of one byte string
+    arrays = {k: np.frombuffer(v.tobytes(), dtype=v.dtype) for k, v in arrays.items()}
+    again = WindowAggregator.from_state(meta, arrays)
+    got += again.push(b.slice(cut, len(b))) + again.flush()
+    assert got == want
+    assert again.keyspace_size == whole.keyspace_size and again.exact == whole.exact
+    assert sorted(again.hot_keys(1000)) == sorted(whole.hot_keys(1000))  # ties may come in any order
+
+
 def test_big_batches_split_anywhere_give_identical_frames() -> None:
     rng = np.random.default_rng(5)
     n = 200_000

@@ -44,6 +44,7 @@ from regimetune.models import (
 log = logging.getLogger(__name__)
 Mode = Literal["off", "recommend", "auto"]
 _CHECKPOINT = "engine"
+_SNAPSHOT = "aggregator"
 
 
 def check_bounds(policy: Policy, bounds: BoundsSettings) -> None:
@@ -70,10 +71,24 @@ class IngestResult:
     duplicate: bool = False
 
 
-def _make_aggregator(settings: Settings) -> Any:
+def _make_aggregator(
+    settings: Settings, snapshot: tuple[int, dict[str, Any], dict[str, np.ndarray]] | None
+) -> Any:
+    """The windowing aggregator: restored from ``snapshot`` when one was taken with the same
+    settings, else a fresh one (which the stored batches then rebuild)."""
     from regimetune.collectors import WindowAggregator
 
-    return WindowAggregator(window_s=settings.engine.window_s, n_buckets=settings.engine.n_buckets)
+    fresh = WindowAggregator(window_s=settings.engine.window_s, n_buckets=settings.engine.n_buckets)
+    if snapshot is None:
+        return fresh
+    meta = snapshot[1]["aggregator"]
+    if meta.get("params") != fresh.get_params():
+        log.warning(
+            "the aggregator snapshot was taken with other settings (%s); starting from the stored batches",
+            meta.get("params"),
+        )
+        return fresh
+    return WindowAggregator.from_state(meta, snapshot[2])
 
 
 def _make_detector(settings: Settings, state: dict[str, Any] | None) -> Any:
@@ -135,12 +150,19 @@ class Engine:
             state, last_window = self.store.load_checkpoint(_CHECKPOINT)
             self._committed_window = last_window if state is not None else -1
             self._detector = _make_detector(self.settings, None if state is None else state["detector"])
-            self._aggregator = _make_aggregator(self.settings)
-            self._n_windows = 0
-            self._last_seq = self._applied_seq = 0
+            snap = self.store.load_snapshot(_SNAPSHOT)
+            self._aggregator = _make_aggregator(self.settings, snap)
+            seq0 = 0
             self._frontier = -math.inf
+            if snap is not None and self._aggregator.get_params() == snap[1]["aggregator"]["params"]:
+                seq0 = snap[0]
+                frontier = snap[1].get("frontier")
+                self._frontier = -math.inf if frontier is None else float(frontier)
+            self._n_windows = self._committed_window + 1
+            self._last_seq = self._applied_seq = seq0
+            self._snapshot_at = time.monotonic()
             self._started = True
-            for batch in self.store.batches_after(0):
+            for batch in self.store.batches_after(seq0):
                 self._apply(batch.kind, batch.window_start, batch.columns)
                 self._last_seq = self._applied_seq = batch.seq
                 self._advance_frontier(batch.kind, batch.window_start, batch.columns)
@@ -167,6 +189,7 @@ class Engine:
             try:
                 with self._lock:
                     self._apply(kind, window_start, columns)
+                    self._maybe_snapshot(seq)
             except Exception:  # a batch that cannot be applied must not stop the engine
                 log.exception("applying ingest batch %d failed; it stays in the store", seq)
             with self._applied:
@@ -237,6 +260,7 @@ class Engine:
             else:
                 with self._lock:
                     closed = self._apply(kind, window_start, columns)
+                    self._maybe_snapshot(seq)
                 with self._applied:
                     self._applied_seq = seq
                     self._applied.notify_all()
@@ -244,6 +268,29 @@ class Engine:
         self.metrics.ingest_batches.inc()
         (self.metrics.ingest_keys if kind == "counts" else self.metrics.ingest_events).inc(rows)
         return IngestResult(seq=seq, rows=rows, windows=tuple(closed))
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def _maybe_snapshot(self, seq: int) -> None:
+        every = self.settings.ingest.snapshot_every_s
+        if every > 0 and time.monotonic() - self._snapshot_at >= every:
+            self.snapshot(seq)
+
+    def snapshot(self, seq: int | None = None) -> int:
+        """Save the aggregator as it is after batch ``seq`` (default: the last applied one),
+        then prune the batches it covers that are older than ``ingest.keep_batches_s``.
+        Returns how many batches were pruned. Windows closed by those batches are already
+        committed (with the detector's checkpoint), so a restart replays only what follows."""
+        with self._lock:
+            seq = self._applied_seq if seq is None else seq
+            meta, arrays = self._aggregator.to_state()
+            frontier = None if self._frontier == -math.inf else self._frontier
+            self.store.save_snapshot(_SNAPSHOT, seq, {"aggregator": meta, "frontier": frontier}, arrays)
+            self._snapshot_at = time.monotonic()
+        pruned = self.store.prune_batches(
+            through_seq=seq, received_before=time.time() - self.settings.ingest.keep_batches_s
+        )
+        self.metrics.pruned_batches.inc(pruned)
+        return pruned
 
     def _validate(self, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> None:
         if kind not in ("counts", "events"):

@@ -19,6 +19,7 @@ class Metrics:
     ingest_events: Counter
     ingest_bytes: Counter
     ingest_rejected: Counter
+    pruned_batches: Counter
     windows: Counter
     regime_changes: Counter
     current_regime: Gauge
@@ -44,6 +45,11 @@ class Metrics:
                 "regimetune_ingest_rejected_total",
                 "Ingest requests refused, by reason.",
                 ["reason"],
+                registry=r,
+            ),
+            pruned_batches=Counter(
+                "regimetune_pruned_batches_total",
+                "Ingest batches deleted once a snapshot of the windowing state covered them.",
                 registry=r,
             ),
             windows=Counter("regimetune_windows_total", "Windows closed by the aggregator.", registry=r),

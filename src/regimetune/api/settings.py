@@ -57,13 +57,18 @@ class AuthSettings(BaseModel):
 class IngestSettings(BaseModel):
     """``apply``: ``async`` acknowledges a batch once it is durable and applies it to the
     windows and the detector in a background thread (in sequence order; at most
-    ``queue_batches`` waiting, then ingest blocks); ``sync`` applies it before answering."""
+    ``queue_batches`` waiting, then ingest blocks); ``sync`` applies it before answering.
+    Every ``snapshot_every_s`` (0: never) the windowing state is saved and the batches it
+    covers are pruned once older than ``keep_batches_s`` (until then a resend with the same
+    Idempotency-Key is still recognised): the store no longer grows with every batch."""
 
     model_config = _SECTION
     max_body_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
     max_keys_per_batch: Annotated[int, Field(ge=1)] = 4_000_000
     apply: Literal["sync", "async"] = "async"
     queue_batches: Annotated[int, Field(ge=1)] = 256
+    snapshot_every_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 300.0
+    keep_batches_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 3600.0
 
 
 class BoundsSettings(BaseModel):

@@ -15,6 +15,7 @@ counted in the open window.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -259,6 +260,73 @@ class WindowAggregator:
             return None
         return self._close_through(self._cur + 1, EventBatch.empty(), np.empty(0, dtype=np.int64))
 
+    # -- snapshot -------------------------------------------------------------------------------
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Everything the aggregator holds, as JSON-able metadata and numpy arrays (the open
+        window's keys and counts, the keys seen while exact, the serialized sketches), so
+        that :meth:`from_state` continues exactly where this one is."""
+        meta: dict[str, Any] = {"format_version": 1, "params": self.get_params(), "started": self._started}
+        arrays: dict[str, np.ndarray] = {}
+        if not self._started:
+            return meta, arrays
+        o = self._open
+        keys, weights = o.arrays()
+        meta |= {
+            "origin": self.origin_,
+            "cur": self._cur,
+            "reads": o.reads,
+            "writes": o.writes,
+            "labels": sorted(o.labels.items()),
+            "exact": self._seen is not None,
+        }
+        arrays |= {
+            "open_keys": keys.astype(np.uint64),
+            "open_weights": weights.astype(np.int64),
+            "open_load": o.load,
+            "open_bytes": o.bytes,
+        }
+        if self._seen is not None:
+            arrays["seen"] = self._seen.keys()
+        else:
+            arrays["hll"] = np.frombuffer(self._hll.serialize_compact(), dtype=np.uint8)
+        if self._freq is not None:
+            arrays["hot"] = np.frombuffer(self._freq.serialize(_uint64_serde()), dtype=np.uint8)
+        return meta, arrays
+
+    @classmethod
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> WindowAggregator:
+        """An aggregator that continues from :meth:`to_state`."""
+        if meta.get("format_version") != 1:
+            raise InputError(f"aggregator state format {meta.get('format_version')!r} is not supported")
+        agg = cls(**meta["params"])
+        if not meta["started"]:
+            return agg
+        import datasketches
+
+        agg._start(0.0)
+        agg.origin_ = float(meta["origin"])
+        agg._cur = int(meta["cur"])
+        o = agg._open
+        o.reads, o.writes = int(meta["reads"]), int(meta["writes"])
+        o.labels = {int(k): int(v) for k, v in meta["labels"]}
+        o.add(
+            np.array(arrays["open_keys"], dtype=np.uint64), np.array(arrays["open_weights"], dtype=np.int64)
+        )
+        o.load = np.array(arrays["open_load"], dtype=np.float64)
+        o.bytes = np.array(arrays["open_bytes"], dtype=np.float64)
+        if meta["exact"]:
+            seen = KeySet(2 * len(arrays["seen"]))
+            seen.add(np.array(arrays["seen"], dtype=np.uint64))
+            agg._seen = seen
+        else:
+            agg._seen = None
+            agg._hll = datasketches.hll_sketch.deserialize(arrays["hll"].tobytes())
+        if "hot" in arrays:
+            agg._freq = datasketches.frequent_items_sketch.deserialize(
+                arrays["hot"].tobytes(), _uint64_serde()
+            )
+        return agg
+
     # -- internals ------------------------------------------------------------------------------
     def _add_open(self, b: EventBatch) -> None:
         if not len(b):
@@ -420,6 +488,27 @@ class WindowAggregator:
         self._hll = datasketches.hll_sketch(HLL_LG_K, datasketches.tgt_hll_type.HLL_8)
         _feed(self._hll, self._seen.keys())
         self._seen = None
+
+
+@functools.cache
+def _uint64_serde() -> Any:
+    """A datasketches SerDe for the hot-keys sketch's items, unsigned 64-bit keys (the library
+    ships a signed one only); built on first use, as datasketches is imported lazily."""
+    import struct
+
+    import datasketches
+
+    class UInt64SerDe(datasketches.PyObjectSerDe):
+        def get_size(self, item: int) -> int:
+            return 8
+
+        def to_bytes(self, item: int) -> bytes:
+            return struct.pack("<Q", item)
+
+        def from_bytes(self, data: bytes, offset: int) -> tuple[int, int]:
+            return struct.unpack_from("<Q", data, offset)[0], 8
+
+    return UInt64SerDe()
 
 
 FEED_CHUNK = 8192

@@ -104,6 +104,16 @@ tuning_jobs = sa.Table(
     sa.Column("run", sa.JSON, nullable=False),
 )
 
+snapshots = sa.Table(
+    "rt_snapshots",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("meta", sa.JSON, nullable=False),
+    sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
 kv = sa.Table(
     "rt_kv",
     metadata,

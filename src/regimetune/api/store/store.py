@@ -96,13 +96,14 @@ def _engine(cfg: StoreSettings) -> Engine:
     return sa.create_engine(url, pool_pre_ping=True)
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest revision (alembic, migrations shipped in the package)."""
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision``, by default the newest (alembic, migrations shipped
+    in the package)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(resources.files("regimetune.api.store") / "migrations"))
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, revision)
 
 
 class Store:
@@ -194,6 +195,42 @@ class Store:
     def last_seq(self) -> int:
         with self._engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.max(t.ingest_batches.c.seq))).scalar() or 0)
+
+    def prune_batches(self, *, through_seq: int, received_before: float) -> int:
+        """Delete the batches up to ``through_seq`` that arrived before ``received_before``
+        (a snapshot covers them; younger ones still answer resends of their Idempotency-Key).
+        The newest batch always stays: SQLite numbers a new row after the largest one left,
+        so sequence numbers would start over in an emptied table. Returns how many went."""
+        b = t.ingest_batches.c
+        newest = sa.select(sa.func.max(b.seq)).scalar_subquery()
+        with self._engine.begin() as conn:
+            res = conn.execute(
+                t.ingest_batches.delete().where(
+                    b.seq <= through_seq, b.seq < newest, b.received_at < received_before
+                )
+            )
+        return int(res.rowcount or 0)
+
+    def count_batches(self) -> int:
+        with self._engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(t.ingest_batches)).scalar() or 0)
+
+    # -- snapshots --------------------------------------------------------------------------
+    def save_snapshot(self, name: str, seq: int, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Keep ``arrays`` and ``meta`` under ``name`` as the state after batch ``seq``
+        (replacing the previous one)."""
+        values = {"seq": seq, "meta": meta, "payload": pack_columns(arrays), "updated_at": time.time()}
+        with self._engine.begin() as conn:
+            if not conn.execute(
+                t.snapshots.update().where(t.snapshots.c.name == name).values(**values)
+            ).rowcount:
+                conn.execute(t.snapshots.insert().values(name=name, **values))
+
+    def load_snapshot(self, name: str) -> tuple[int, dict[str, Any], dict[str, np.ndarray]] | None:
+        """(batch sequence number it covers, metadata, arrays) of snapshot ``name``, if any."""
+        with self._engine.connect() as conn:
+            row = conn.execute(sa.select(t.snapshots).where(t.snapshots.c.name == name)).first()
+        return None if row is None else (int(row.seq), row.meta, unpack_columns(row.payload))
 
     # -- checkpoints ------------------------------------------------------------------------
     @staticmethod
