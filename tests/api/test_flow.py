@@ -273,10 +273,12 @@ def test_a_snapshot_prunes_batches_and_a_restart_from_it_decides_the_same(tmp_pa
         for wc in workload[100:]:
             post_window(c, wc)
         assert history(c) == want
-    # taken on its own every snapshot_every_s; young batches stay for resends
-    s = settings_for(tmp_path / "auto", ingest={"snapshot_every_s": 1e-6, "keep_batches_s": 3600.0})
-    with TestClient(create_app(s)) as c:
+    # taken on its own every snapshot_every_s (here by the background apply thread); young
+    # batches stay for resends
+    auto = {"apply": "async", "snapshot_every_s": 1e-6, "keep_batches_s": 3600.0}
+    with TestClient(create_app(settings_for(tmp_path / "auto", ingest=auto))) as c:
         for wc in workload[:5]:
             post_window(c, wc)
+        assert c.app.state.engine.wait_applied(timeout=30)
         assert c.app.state.store.count_batches() == 5
         assert c.app.state.store.load_snapshot("aggregator")[0] == 5

@@ -159,11 +159,11 @@ class Engine:
                 frontier = snap[1].get("frontier")
                 self._frontier = -math.inf if frontier is None else float(frontier)
             self._n_windows = self._committed_window + 1
-            self._last_seq = self._applied_seq = seq0
+            self._last_seq = self._applied_seq = self._agg_seq = seq0
             self._snapshot_at = time.monotonic()
             self._started = True
             for batch in self.store.batches_after(seq0):
-                self._apply(batch.kind, batch.window_start, batch.columns)
+                self._apply(batch.seq, batch.kind, batch.window_start, batch.columns)
                 self._last_seq = self._applied_seq = batch.seq
                 self._advance_frontier(batch.kind, batch.window_start, batch.columns)
             self._update_gauges()
@@ -188,8 +188,8 @@ class Engine:
             seq, kind, window_start, columns = item
             try:
                 with self._lock:
-                    self._apply(kind, window_start, columns)
-                    self._maybe_snapshot(seq)
+                    self._apply(seq, kind, window_start, columns)
+                    self._maybe_snapshot()
             except Exception:  # a batch that cannot be applied must not stop the engine
                 log.exception("applying ingest batch %d failed; it stays in the store", seq)
             with self._applied:
@@ -259,8 +259,8 @@ class Engine:
                 closed: list[WindowStats] = []
             else:
                 with self._lock:
-                    closed = self._apply(kind, window_start, columns)
-                    self._maybe_snapshot(seq)
+                    closed = self._apply(seq, kind, window_start, columns)
+                    self._maybe_snapshot()
                 with self._applied:
                     self._applied_seq = seq
                     self._applied.notify_all()
@@ -270,18 +270,18 @@ class Engine:
         return IngestResult(seq=seq, rows=rows, windows=tuple(closed))
 
     # -- snapshots ----------------------------------------------------------------------------
-    def _maybe_snapshot(self, seq: int) -> None:
+    def _maybe_snapshot(self) -> None:
         every = self.settings.ingest.snapshot_every_s
         if every > 0 and time.monotonic() - self._snapshot_at >= every:
-            self.snapshot(seq)
+            self.snapshot()
 
-    def snapshot(self, seq: int | None = None) -> int:
-        """Save the aggregator as it is after batch ``seq`` (default: the last applied one),
+    def snapshot(self) -> int:
+        """Save the aggregator as it is (with the sequence number of the last batch it took),
         then prune the batches it covers that are older than ``ingest.keep_batches_s``.
         Returns how many batches were pruned. Windows closed by those batches are already
         committed (with the detector's checkpoint), so a restart replays only what follows."""
         with self._lock:
-            seq = self._applied_seq if seq is None else seq
+            seq = self._agg_seq
             meta, arrays = self._aggregator.to_state()
             frontier = None if self._frontier == -math.inf else self._frontier
             self.store.save_snapshot(_SNAPSHOT, seq, {"aggregator": meta, "frontier": frontier}, arrays)
@@ -311,7 +311,12 @@ class Engine:
             if name in columns and len(columns[name]) != nb:
                 raise InputError(f"{name} must hold engine.n_buckets={nb} values")
 
-    def _apply(self, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> list[WindowStats]:
+    def _apply(
+        self, seq: int, kind: str, window_start: float, columns: dict[str, np.ndarray]
+    ) -> list[WindowStats]:
+        """Batch ``seq`` through the aggregator (and the windows it closes through the rest);
+        called with the engine lock held."""
+        self._agg_seq = seq
         agg = self._aggregator
         if kind == "counts":
             closed = agg.push_counts(
