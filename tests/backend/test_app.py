@@ -252,3 +252,14 @@ def test_openapi_documents_the_contract(client: TestClient) -> None:
     assert "push contract" in spec["info"]["description"]
     assert put["requestBody"]["content"]["application/json"]["examples"]
     assert {"/v1/placement", "/v1/rescale", "/v1/policies", "/healthz"} <= set(spec["paths"])
+
+
+def test_commission_past_the_last_server_id_is_422(client: TestClient) -> None:
+    # found by the fuzz test: new servers take ids after the largest, which may be the last one
+    last = 2**31 - 1
+    body = {"servers": [last - 1], "buckets": [{"id": 0, "load": 1, "size": 1}], "placement": {"0": last - 1}}
+    assert client.post("/v1/placement", json=body).status_code == 201
+    assert client.post("/v1/rescale", json={"kind": "commission", "count": 1}).status_code == 200
+    r = client.post("/v1/rescale", json={"kind": "commission", "count": 2})
+    assert r.status_code == 422 and "ids end at" in r.json()["detail"], r.text
+    assert client.get("/v1/placement").json()["servers"] == [last - 1, last]

@@ -12,6 +12,7 @@ import numpy as np
 
 from regimetune.backend.schemas import (
     MAX_ID,
+    MAX_SERVER_ID,
     Placement,
     PlacementInit,
     PlacementView,
@@ -142,6 +143,11 @@ class ReferenceService:
         unknown = sorted(set(order.servers) - set(placement.servers))
         if unknown:
             raise NotFoundError(f"cannot decommission unknown server(s) {unknown[:5]}")
+        if order.kind == "commission" and max(placement.servers, default=-1) + order.count > MAX_SERVER_ID:
+            raise InputError(
+                f"cannot commission {order.count} server(s): new servers take ids after the largest, "
+                f"{max(placement.servers)}, and ids end at {MAX_SERVER_ID}"
+            )
         policy = self.store.current_policy()
         weights = order.weights or (policy.policy.weights if policy else PufferscaleWeights())
         plan = self.planner(
