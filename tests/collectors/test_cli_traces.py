@@ -142,3 +142,24 @@ def test_truncated_gzip_and_backwards_time_exit_2(trace: Path, tmp_path: Path) -
     r = runner.invoke(app, ["windows", str(back)])
     assert r.exit_code == 2
     assert "back.csv:4" in r.output and "goes back" in r.output
+
+
+def test_the_command_starts_without_the_heavy_libraries() -> None:
+    # each command imports what it needs when it runs: `regimetune --help` and the service's
+    # start do not wait for numba, pyarrow, pandas or the learning libraries
+    import subprocess
+    import sys
+
+    heavy = ("numba", "pyarrow", "pandas", "sklearn", "river", "nevergrad", "datasketches", "scipy")
+    code = f"import sys, regimetune.cli.main; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_collectors_package_names_what_it_loads_lazily() -> None:
+    import regimetune.collectors as c
+
+    assert sorted(c.__all__) == sorted(c._WHERE)
+    assert all(callable(getattr(c, n)) or n == "ORACLE_DTYPE" for n in c.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = c.nope

@@ -24,7 +24,6 @@ from regimetune.cli.traces import (
     progress,
     trace_options,
 )
-from regimetune.collectors import window_frame
 from regimetune.models import ConfigError, EventBatch, RegimeChange, RegimeSegment, WindowFrame
 
 
@@ -147,6 +146,7 @@ def detect_cmd(
     no_header: NoHeaderOpt = False,
 ) -> None:
     """Detect the workload regimes of a trace and print its segments."""
+    from regimetune.collectors import window_frame
     from regimetune.regimes import OnlineRegimeDetector, paper_kmeans
     from regimetune.regimes.plot import plot_regimes
 

@@ -15,21 +15,20 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from regimetune.collectors import GeneratorConfig, TraceReader, TraceSpec, generate, read_trace
-from regimetune.collectors.frames import write_windows
-from regimetune.collectors.spec import DEFAULT_READ_OPS, DEFAULT_WRITE_OPS
-from regimetune.collectors.windows import window_frame
-from regimetune.collectors.writers import write_events
+from regimetune.collectors.spec import DEFAULT_READ_OPS, DEFAULT_WRITE_OPS, TraceSpec
 from regimetune.models.errors import ConfigError, RegimetuneError
-from regimetune.models.events import EventBatch
-from regimetune.models.windows import WindowFrame
+
+if TYPE_CHECKING:
+    from regimetune.collectors import TraceReader
+    from regimetune.models.events import EventBatch
+    from regimetune.models.windows import WindowFrame
 
 EXIT_BAD_INPUT = 2
 
@@ -74,6 +73,8 @@ class TraceOptions:
     skip_bad: int = 0
 
     def open(self, path: Path, *, chunk_rows: int = 1 << 20) -> TraceReader:
+        from regimetune.collectors import read_trace
+
         return read_trace(path, fmt=self.fmt, spec=self.spec, skip_bad=self.skip_bad, chunk_rows=chunk_rows)
 
 
@@ -159,6 +160,8 @@ def generate_cmd(
     fmt: FormatOpt = None,
 ) -> None:
     """Generate a ParSplice-like key-value trace with a ground-truth regime label column."""
+    from regimetune.collectors import GeneratorConfig, generate, write_events
+
     with fail_cleanly():
         cfg = GeneratorConfig(
             duration_s=duration,
@@ -193,6 +196,8 @@ def windows_cmd(
     no_header: NoHeaderOpt = False,
 ) -> None:
     """Cut a trace into windows and summarise them (or write them with --out)."""
+    from regimetune.collectors import window_frame, write_windows
+
     with fail_cleanly():
         if not window > 0:
             raise ConfigError(f"--window must be positive, got {window}")
