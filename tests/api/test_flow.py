@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
@@ -239,7 +240,7 @@ def test_unknown_regime_starts_a_tuning_job_once(make_client, workload, tmp_path
         assert "safe default" in first["detail"]
 
 
-def test_a_snapshot_prunes_batches_and_a_restart_from_it_decides_the_same(tmp_path, workload) -> None:
+def test_a_snapshot_prunes_batches_and_a_restart_from_it_decides_the_same(tmp_path, workload, caplog) -> None:
     from fastapi.testclient import TestClient
 
     from regimetune.api import create_app
@@ -273,6 +274,11 @@ def test_a_snapshot_prunes_batches_and_a_restart_from_it_decides_the_same(tmp_pa
         for wc in workload[100:]:
             post_window(c, wc)
         assert history(c) == want
+    # a snapshot taken with other windowing settings is not used (and says so)
+    other = settings_for(tmp_path / "snap", engine={"window_s": 30.0}, ingest={"snapshot_every_s": 0.0})
+    with caplog.at_level(logging.WARNING, logger="regimetune.api.engine"), TestClient(create_app(other)) as c:
+        assert c.get("/readyz").status_code == 200
+    assert "snapshot was taken with other settings" in caplog.text
     # taken on its own every snapshot_every_s (here by the background apply thread); young
     # batches stay for resends
     auto = {"apply": "async", "snapshot_every_s": 1e-6, "keep_batches_s": 3600.0}

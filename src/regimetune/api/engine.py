@@ -73,22 +73,24 @@ class IngestResult:
 
 def _make_aggregator(
     settings: Settings, snapshot: tuple[int, dict[str, Any], dict[str, np.ndarray]] | None
-) -> Any:
-    """The windowing aggregator: restored from ``snapshot`` when one was taken with the same
-    settings, else a fresh one (which the stored batches then rebuild)."""
+) -> tuple[Any, int, float]:
+    """The windowing aggregator, the last batch it has taken and the engine's ingest frontier:
+    restored from ``snapshot`` when one was taken with the same settings, else a fresh one
+    that the stored batches then rebuild."""
     from regimetune.collectors import WindowAggregator
 
     fresh = WindowAggregator(window_s=settings.engine.window_s, n_buckets=settings.engine.n_buckets)
     if snapshot is None:
-        return fresh
-    meta = snapshot[1]["aggregator"]
-    if meta.get("params") != fresh.get_params():
+        return fresh, 0, -math.inf
+    seq, meta, arrays = snapshot
+    if meta["aggregator"].get("params") != fresh.get_params():
         log.warning(
             "the aggregator snapshot was taken with other settings (%s); starting from the stored batches",
-            meta.get("params"),
+            meta["aggregator"].get("params"),
         )
-        return fresh
-    return WindowAggregator.from_state(meta, snapshot[2])
+        return fresh, 0, -math.inf
+    frontier = -math.inf if meta.get("frontier") is None else float(meta["frontier"])
+    return WindowAggregator.from_state(meta["aggregator"], arrays), seq, frontier
 
 
 def _make_detector(settings: Settings, state: dict[str, Any] | None) -> Any:
@@ -150,14 +152,9 @@ class Engine:
             state, last_window = self.store.load_checkpoint(_CHECKPOINT)
             self._committed_window = last_window if state is not None else -1
             self._detector = _make_detector(self.settings, None if state is None else state["detector"])
-            snap = self.store.load_snapshot(_SNAPSHOT)
-            self._aggregator = _make_aggregator(self.settings, snap)
-            seq0 = 0
-            self._frontier = -math.inf
-            if snap is not None and self._aggregator.get_params() == snap[1]["aggregator"]["params"]:
-                seq0 = snap[0]
-                frontier = snap[1].get("frontier")
-                self._frontier = -math.inf if frontier is None else float(frontier)
+            self._aggregator, seq0, self._frontier = _make_aggregator(
+                self.settings, self.store.load_snapshot(_SNAPSHOT)
+            )
             self._n_windows = self._committed_window + 1
             self._last_seq = self._applied_seq = self._agg_seq = seq0
             self._snapshot_at = time.monotonic()
