@@ -112,7 +112,7 @@ class OnlineRegimeDetector:
         warmup: int = 20,
         noise_floor: float = 0.0,
         z: float = 5.0,
-        min_shift: float = 0.05,
+        min_shift: float = 0.08,
         span: int = 250,
         trend_feature: str | None = "log_reads",
         lag: int = 3,
