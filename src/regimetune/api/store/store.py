@@ -221,10 +221,7 @@ class Store:
         (replacing the previous one)."""
         values = {"seq": seq, "meta": meta, "payload": pack_columns(arrays), "updated_at": time.time()}
         with self._engine.begin() as conn:
-            if not conn.execute(
-                t.snapshots.update().where(t.snapshots.c.name == name).values(**values)
-            ).rowcount:
-                conn.execute(t.snapshots.insert().values(name=name, **values))
+            _upsert(conn, t.snapshots, "name", name, values)
 
     def load_snapshot(self, name: str) -> tuple[int, dict[str, Any], dict[str, np.ndarray]] | None:
         """(batch sequence number it covers, metadata, arrays) of snapshot ``name``, if any."""
@@ -236,10 +233,7 @@ class Store:
     @staticmethod
     def _checkpoint(conn: Connection, name: str, state: dict[str, Any], processed: int) -> None:
         values = {"state": state, "position": processed, "updated_at": time.time()}
-        if not conn.execute(
-            t.checkpoints.update().where(t.checkpoints.c.name == name).values(**values)
-        ).rowcount:
-            conn.execute(t.checkpoints.insert().values(name=name, **values))
+        _upsert(conn, t.checkpoints, "name", name, values)
 
     def load_checkpoint(self, name: str) -> tuple[dict[str, Any] | None, int]:
         """The state saved under ``name`` and the position (e.g. last window) it covers."""
@@ -549,8 +543,14 @@ class Store:
 
     def set_kv(self, key: str, value: Any) -> None:
         with self._engine.begin() as conn:
-            if not conn.execute(t.kv.update().where(t.kv.c.key == key).values(value=value)).rowcount:
-                conn.execute(t.kv.insert().values(key=key, value=value))
+            _upsert(conn, t.kv, "key", key, {"value": value})
+
+
+def _upsert(conn: Connection, table: sa.Table, key_col: str, key: Any, values: dict[str, Any]) -> None:
+    """Update the row of ``table`` whose ``key_col`` is ``key``, or insert it (portable across
+    SQLite and PostgreSQL, inside the caller's transaction)."""
+    if not conn.execute(table.update().where(table.c[key_col] == key).values(**values)).rowcount:
+        conn.execute(table.insert().values({key_col: key, **values}))
 
 
 def _pk(res: Any) -> int:
