@@ -268,18 +268,18 @@ def _slope_t(hist: np.ndarray, t: int, n: int, j: int) -> tuple[float, float]:
 
 
 @njit(cache=True, nogil=True)
-def _plateau_start(hist: np.ndarray, t: int, n: int, j: int, min_seg: int) -> int:
-    """Where, in the last ``n`` windows up to ``t``, a trend levelled off: the knee of the
-    best continuous fit of a line that turns flat (column ``j``). Returns how many windows
-    before ``t`` the flat part starts."""
+def _knee(v: np.ndarray, min_seg: int) -> tuple[int, float]:
+    """Where ``v`` (oldest first) levelled off: the knee of the best continuous fit of a line
+    that turns flat. Returns how many points before the last one the flat part starts, and
+    the fit's residual sum of squares (used by :mod:`regimetune.regimes.hindsight` too)."""
+    n = v.shape[0]
     sy = np.zeros(n + 1)
     syy = 0.0
     siy = np.zeros(n + 1)
-    for i in range(n):  # oldest first
-        y = hist[_row(hist, t, n - 1 - i), j]
-        sy[i + 1] = sy[i] + y
-        siy[i + 1] = siy[i] + i * y
-        syy += y * y
+    for i in range(n):
+        sy[i + 1] = sy[i] + v[i]
+        siy[i + 1] = siy[i] + i * v[i]
+        syy += v[i] * v[i]
     ym = sy[n] / n
     syy_c = syy - n * ym * ym
     best_back = n - 1
@@ -296,7 +296,17 @@ def _plateau_start(hist: np.ndarray, t: int, n: int, j: int, min_seg: int) -> in
         if rss < best_rss:
             best_rss = rss
             best_back = n - 1 - s
-    return best_back
+    return best_back, best_rss
+
+
+@njit(cache=True, nogil=True)
+def _plateau_start(hist: np.ndarray, t: int, n: int, j: int, min_seg: int) -> int:
+    """Where, in the last ``n`` windows up to ``t``, column ``j`` levelled off (see
+    :func:`_knee`): how many windows before ``t`` the flat part starts."""
+    v = np.empty(n)
+    for i in range(n):  # oldest first
+        v[i] = hist[_row(hist, t, n - 1 - i), j]
+    return _knee(v, min_seg)[0]
 
 
 @njit(cache=True, nogil=True)

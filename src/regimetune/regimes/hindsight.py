@@ -22,28 +22,12 @@ from collections.abc import Collection
 
 import numpy as np
 
+from regimetune.regimes._kernel import _knee
+
 #: Time constants tried, log-spaced from one window to four times the fitted span.
 _N_TAU = 256
 #: Windows of the previous regime that give the level a transition started from.
 _BEFORE = 30
-
-
-def _knee_rss(v: np.ndarray, min_seg: int) -> float:
-    """Residual sum of squares of the best continuous fit of a line that turns flat (the
-    regressor ``min(i - s, 0)`` for every knee ``s``, from prefix sums)."""
-    n = len(v)
-    total = float(np.sum((v - v.mean()) ** 2))
-    s = np.arange(min_seg, n - min_seg + 1, dtype=np.float64)
-    if len(s) == 0:
-        return total
-    i = np.arange(n, dtype=np.float64)
-    sy = np.r_[0.0, np.cumsum(v)][min_seg : n - min_seg + 1]
-    siy = np.r_[0.0, np.cumsum(i * v)][min_seg : n - min_seg + 1]
-    su = -s * (s + 1) / 2
-    suu = s * (s + 1) * (2 * s + 1) / 6 - su * su / n
-    suv = siy - s * sy - su * v.sum() / n
-    rss = total - np.where(suu > 0, suv * suv / np.maximum(suu, 1e-300), 0.0)
-    return float(min(total, rss.min()))
 
 
 def _relaxation(v: np.ndarray, before: float) -> tuple[float, float]:
@@ -91,7 +75,7 @@ def redate_transition_ends(
         v = rate[s0:e].astype(np.float64)
         before = float(np.mean(rate[s0 - _BEFORE : s0]))
         tau, rss = _relaxation(v, before)
-        if rss >= _knee_rss(v, min_seg):
+        if rss >= _knee(v, min_seg)[1]:
             continue
         settle = s0 + int(np.ceil(tau * np.log(1.0 / band)))
         # only ever earlier: the online date was confirmed flat from there on, and dated from
