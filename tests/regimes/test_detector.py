@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from regimetune.models import InputError
-from regimetune.regimes import OnlineRegimeDetector, ari
+from regimetune.regimes import FeatureExtractor, OnlineRegimeDetector, ari
 from regimetune.regimes.features import FEATURES
 from regimetune.regimes.synthetic import stationary_frame
 
@@ -143,3 +143,22 @@ def test_bad_state_is_refused(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(InputError, match="JSON"):
         OnlineRegimeDetector.load(path)
+
+
+def test_a_new_regime_is_centred_on_its_own_windows_not_the_step() -> None:
+    # a step between the two plateaus with two windows that straddle it (half of each
+    # rate): the regime founded there is, after the change, the mean of its own windows
+    base = steps((2, 300), (3, 60), seed=4, noise=0.01)
+    cols = {k: v.copy() for k, v in base.columns.items()}
+    for c in ("reads", "writes"):
+        cols[c][300:302] = (cols[c][298:300] + cols[c][302:304]) // 2
+    frame = type(base)(columns=cols, bucket_load=base.bucket_load, bucket_bytes=base.bucket_bytes)
+    det = OnlineRegimeDetector()
+    h = det.detect(frame)
+    assert [s.regime_id for s in h.segments] == [0, 1]
+    at = h.changes[-1].at_window
+    x = FeatureExtractor(lag=det.lag, features=det.features).transform(frame)
+    reads = det.feature_names.index("log_reads")
+    own = x[at + det.dwell :, reads].mean()
+    assert det.regimes[1].centroid[reads] == pytest.approx(own, abs=1e-9)
+    assert abs(x[300:302, reads].mean() - own) > 0.1  # the straddling windows sit well apart

@@ -62,3 +62,17 @@ def test_no_false_changes_on_a_stationary_generated_trace() -> None:
     plateau = frame.slice(start, len(frame))
     h = OnlineRegimeDetector().detect(plateau)
     assert false_changes_per_hour(h.changes, float(len(plateau))) == 0.0
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_the_last_plateau_is_one_regime_through_minute_windows(seed: int) -> None:
+    # the demo's run (64 workers, 2.5 h, 60-s windows): the keyspace growth and entropy of the
+    # last plateau drift slowly with little noise; a regime founded over the windows that
+    # straddle the step to it must not split it in two
+    cfg = GeneratorConfig(duration_s=9000, workers=64, seed=seed)
+    frame = window_frame(generate(cfg), window_s=60.0)
+    h = OnlineRegimeDetector().detect(frame)
+    truth = frame["label"]
+    last = np.bincount(h.labels[truth == 3]).argmax()
+    assert np.mean(h.labels[truth == 3] == last) > 0.95
+    assert h.segments[-1].regime_id == last and len(h.segments) == 4

@@ -712,12 +712,15 @@ def run(
                         )
                         if turn:
                             # a young regime moving on, away from where it came from, in the
-                            # same direction: a transition rather than a new level
+                            # same direction: a transition rather than a new level (how far it
+                            # had come is the mean of all its windows, founding level included:
+                            # its centroid is re-centred on its later windows, which on a
+                            # decline lie further along already)
                             uu = 0.0
                             ww = 0.0
                             uw = 0.0
                             for j in range(d):
-                                u = centroids[cur, j] - centroids[prev, j]
+                                u = means[cur, j] - centroids[prev, j]
                                 w = m[j] - centroids[prev, j]
                                 uu += u * u
                                 ww += w * w
@@ -849,10 +852,19 @@ def run(
         online[i] = cur
         # -- learning: the current regime's centroid moves towards the point (a transition's
         # follows it closely), so each centroid stays the centre of its own windows
+        # A steady regime founded by the change that made it current is, for its first
+        # ``n_cap`` windows, the mean of its own windows since the change settled (the
+        # motion sums): the level it was founded at may hold windows that straddle the
+        # change, and a running mean would carry that bias for a long time.
         counts[cur] += 1.0
+        nm = istate[M_N]
+        own = moving[cur] == 0.0 and founded[cur] >= istate[CUR_SINCE] and dwell <= nm <= n_cap
         step = 1.0 / min(counts[cur], n_follow if moving[cur] > 0.0 else n_cap)
         for j in range(d):
-            centroids[cur, j] += step * (ewma[j] - centroids[cur, j])
+            if own:
+                centroids[cur, j] = msum[0, j] / nm
+            else:
+                centroids[cur, j] += step * (ewma[j] - centroids[cur, j])
             means[cur, j] += (z[j] - means[cur, j]) / counts[cur]
     istate[T] = t0 + n
     return labels, online, changes[:n_changes], n_changes

@@ -26,7 +26,9 @@ The detector is a streaming nearest-centroid clusterer over the features of
   off;
 * between changes, a known regime takes over only after ``dwell`` windows in a row nearer
   to it than to the current one by ``margin`` (hysteresis), and centroids follow slow drift
-  (step floored at ``1 / n_cap``) while keeping their ids.
+  (step floored at ``1 / n_cap``) while keeping their ids. A regime founded by a change is,
+  for its first ``n_cap`` windows, the mean of its own windows from ``dwell`` windows after
+  the change on: the level it was founded at may hold windows that straddle the change.
 
 Every change is dated to where its evidence began (:attr:`RegimeChange.at_window`) and
 confirmed later (:attr:`RegimeChange.confirmed_window`); history labels are back-dated to
@@ -112,7 +114,7 @@ class OnlineRegimeDetector:
         warmup: int = 20,
         noise_floor: float = 0.0,
         z: float = 5.0,
-        min_shift: float = 0.08,
+        min_shift: float = 0.05,
         span: int = 250,
         trend_feature: str | None = "log_reads",
         lag: int = 3,
