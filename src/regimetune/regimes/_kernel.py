@@ -855,10 +855,19 @@ def run(
         # A steady regime founded by the change that made it current is, for its first
         # ``n_cap`` windows, the mean of its own windows since the change settled (the
         # motion sums): the level it was founded at may hold windows that straddle the
-        # change, and a running mean would carry that bias for a long time.
+        # change, and a running mean would carry that bias for a long time. The first
+        # regime, founded by the warm-up, has nothing to straddle, but its mean would lag
+        # the drift of a flash crowd behind the warm-up: it is re-centred too, once half as
+        # many windows as the warm-up had are its own (from 3, a 3-window mean put the end
+        # of a short flash crowd 3 windows late; from 20, a drifting one opened a false
+        # change before then).
         counts[cur] += 1.0
         nm = istate[M_N]
-        own = moving[cur] == 0.0 and founded[cur] >= istate[CUR_SINCE] and dwell <= nm <= n_cap
+        own = (
+            moving[cur] == 0.0
+            and founded[cur] >= istate[CUR_SINCE]
+            and (dwell if istate[PREV] >= 0 else warm // 2) <= nm <= n_cap
+        )
         step = 1.0 / min(counts[cur], n_follow if moving[cur] > 0.0 else n_cap)
         for j in range(d):
             if own:

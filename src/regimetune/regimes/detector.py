@@ -28,7 +28,8 @@ The detector is a streaming nearest-centroid clusterer over the features of
   to it than to the current one by ``margin`` (hysteresis), and centroids follow slow drift
   (step floored at ``1 / n_cap``) while keeping their ids. A regime founded by a change is,
   for its first ``n_cap`` windows, the mean of its own windows from ``dwell`` windows after
-  the change on: the level it was founded at may hold windows that straddle the change.
+  the change on: the level it was founded at may hold windows that straddle the change (the
+  first regime likewise, once half the warm-up's worth of windows are its own).
 
 Every change is dated to where its evidence began (:attr:`RegimeChange.at_window`) and
 confirmed later (:attr:`RegimeChange.confirmed_window`); history labels are back-dated to
