@@ -10,6 +10,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -c "from regimetune.regimes.detector import compile_kernel; compile_kernel()"
 	touch $(STAMP)
 
 ## run: set up, then run the main job on embedded defaults

@@ -6,7 +6,11 @@ times, 9 rescalings (the 9th to the scenario's start size) and the recorded one.
 commission 128 -> 2,048, 256 -> 320; decommission 2,048 -> 128, 320 -> 256. Strategies LT,
 DT, LDT; planner times are CPU time of the planning thread (one core, whatever else runs).
 Also times ``plan_rescale`` (with its pydantic models) on the 128 -> 2,048 commission, and
-tunes the weights on two contrasting campaigns (``--skip-tuning`` to skip).
+tunes the weights (``--skip-tuning`` to skip) on volatile commissions, volatile
+decommissions and stable decommissions: ``--tune-seeds`` tuning runs each, on
+``--train-campaigns`` training campaigns with as many held-out ones for the gate; the chosen
+weights and every preset are then scored on ``--test-campaigns`` campaigns no run saw, and
+the verdict is the median over the tuning runs against the best preset there.
 
     nice .venv/bin/python bench/pufferscale.py --reps 20
 
@@ -21,7 +25,7 @@ import time
 
 import numpy as np
 
-from regimetune.models import PRESETS, Bucket, RescaleOperation
+from regimetune.models import PRESETS, Bucket, PufferscaleWeights, RescaleOperation
 from regimetune.tuner.rescale import CampaignSpec, plan_rescale, run_scenario, simulate_campaign, tune_weights
 
 PAPER_MS = 612.0
@@ -87,34 +91,97 @@ def _scenarios(reps: int, seed: int) -> dict[str, dict[str, dict[str, float]]]:
     return out
 
 
-def _tuning(budget: int) -> dict[str, dict[str, object]]:
-    kw = dict(n_buckets=1024, min_servers=16, max_servers=256, warmup=10, operations=20)
-    campaigns = {
-        "volatile_commissions": CampaignSpec(p_commission=0.85, volatility=0.3, size_volatility=0.3, **kw),  # type: ignore[arg-type]
-        "stable_decommissions": CampaignSpec(p_commission=0.25, **kw),  # type: ignore[arg-type]
+TUNING_CAMPAIGNS = {
+    # the paper's VIII-C cases: volatile loads and sizes, mostly growing or mostly shrinking
+    "volatile_commissions": dict(p_commission=0.85, volatility=0.3, size_volatility=0.3),
+    "volatile_decommissions": dict(p_commission=0.15, volatility=0.3, size_volatility=0.3),
+    "stable_decommissions": dict(p_commission=0.25),
+}
+TEST_SEED0 = 10**8
+"""Campaigns that score the result: far from every tuning run's training and held-out seeds
+(``campaign_seeds``: below 10,000 per tuning seed)."""
+
+
+def _mean_value(w: PufferscaleWeights, spec: CampaignSpec, seeds: range) -> float:
+    return float(np.mean([simulate_campaign(w, spec, seed=s).value for s in seeds]))
+
+
+def _tune_one(spec: CampaignSpec, seed: int, budget: int, n_train: int, test: range) -> dict[str, object]:
+    t0 = time.perf_counter()
+    w, rep = tune_weights(spec, budget=budget, seed=seed, n_seeds=n_train, n_held_out=n_train)
+    cand_test = _mean_value(rep.candidate, spec, test)
+    return {
+        "seed": seed,
+        "weights": [w.w_load, w.w_data, w.w_time],
+        "candidate": [rep.candidate.w_load, rep.candidate.w_data, rep.candidate.w_time],
+        "adopted": rep.adopted,
+        "reason": rep.reason,
+        "incumbent": rep.incumbent,
+        "train_candidate": rep.candidate_value,
+        "train_best_preset": min(rep.preset_values.values()),
+        "validation_candidate": rep.candidate_held_out_value,
+        "validation_incumbent": rep.held_out_preset_values[rep.incumbent],
+        "test_candidate": cand_test,
+        "test_chosen": cand_test if rep.adopted else _mean_value(w, spec, test),
+        "evaluations": rep.n_evaluations,
+        "seconds": time.perf_counter() - t0,
     }
+
+
+def _tuning(budget: int, n_seeds: int, n_train: int, n_test: int) -> dict[str, dict[str, object]]:
+    """Tune each campaign with ``n_seeds`` tuning seeds; score the chosen weights and every
+    preset on ``n_test`` campaigns that no tuning run saw; the verdict is on the median."""
+    kw = dict(n_buckets=1024, min_servers=16, max_servers=256, warmup=10, operations=20)
+    test = range(TEST_SEED0, TEST_SEED0 + n_test)
     out: dict[str, dict[str, object]] = {}
-    held_out = (100, 101, 102)
-    for name, spec in campaigns.items():
-        t0 = time.perf_counter()
-        w, rep = tune_weights(spec, budget=budget, seed=0, n_seeds=2)
-
-        def score(weights, spec=spec) -> float:  # type: ignore[no-untyped-def]
-            return float(np.mean([simulate_campaign(weights, spec, seed=s).value for s in held_out]))
-
-        held = {"tuned": score(w), **{k: score(p) for k, p in PRESETS.items()}}
-        out[name] = {
-            "weights": [w.w_load, w.w_data, w.w_time],
-            "value": rep.value,
-            "preset_values": rep.preset_values,
-            "improvement_over_best_preset": rep.improvement,
-            "held_out_values": held,
-            "evaluations": rep.n_evaluations,
-        }
+    for name, extra in TUNING_CAMPAIGNS.items():
+        spec = CampaignSpec(**kw, **extra)  # type: ignore[arg-type]
+        presets = {k: _mean_value(p, spec, test) for k, p in PRESETS.items()}
+        best_name = min(presets, key=presets.__getitem__)
+        print(f"\ntuning {name} (test: {n_test} campaigns; best preset {best_name} {presets[best_name]:.4f})")
         print(
-            f"tuning {name}: W=({w.w_load:.3g}, {w.w_data:.3g}, {w.w_time:.3g}) value={rep.value:.4f} "
-            f"presets={ {k: round(v, 4) for k, v in rep.preset_values.items()} } "
-            f"held-out={ {k: round(v, 4) for k, v in held.items()} } ({time.perf_counter() - t0:.0f}s)",
+            f"{'seed':>4} {'W_L':>6} {'W_D':>6} {'W_T':>6} {'train':>7} {'preset':>7} {'valid':>7} "
+            f"{'incumb':>7} {'adopt':>5} {'test':>7} {'cand':>7} {'gain':>7}"
+        )
+        runs = []
+        for seed in range(n_seeds):
+            r = _tune_one(spec, seed, budget, n_train, test)
+            runs.append(r)
+            w = r["weights"]
+            gain = 1 - float(r["test_chosen"]) / presets[best_name]  # type: ignore[arg-type]
+            print(
+                f"{seed:4d} {w[0]:6.3g} {w[1]:6.3g} {w[2]:6.3g} {r['train_candidate']:7.4f} "  # type: ignore[index]
+                f"{r['train_best_preset']:7.4f} {r['validation_candidate']:7.4f} {r['validation_incumbent']:7.4f} "
+                f"{'yes' if r['adopted'] else 'no':>5} {r['test_chosen']:7.4f} {r['test_candidate']:7.4f} "
+                f"{100 * gain:6.1f}%",
+                flush=True,
+            )
+
+        def med(key: str, rs: list[dict[str, object]] = runs) -> float:
+            return float(np.median([float(r[key]) for r in rs]))  # type: ignore[arg-type]
+
+        test_chosen = med("test_chosen")
+        out[name] = {
+            "test_preset_values": presets,
+            "best_preset": best_name,
+            "median_test_chosen": test_chosen,
+            "median_test_candidate": med("test_candidate"),
+            "median_train_candidate": med("train_candidate"),
+            "median_train_best_preset": med("train_best_preset"),
+            "median_train_gain": float(
+                np.median([1 - r["train_candidate"] / r["train_best_preset"] for r in runs])
+            ),  # type: ignore[operator]
+            "median_test_gain": 1 - test_chosen / presets[best_name],
+            "beats_best_preset": test_chosen < presets[best_name],
+            "adopted": sum(bool(r["adopted"]) for r in runs),
+            "runs": runs,
+        }
+        o = out[name]
+        print(
+            f"median over {n_seeds} seeds: train {o['median_train_candidate']:.4f} vs best preset "
+            f"{o['median_train_best_preset']:.4f} ({100 * float(o['median_train_gain']):.1f}% gain); "  # type: ignore[arg-type]
+            f"test {test_chosen:.4f} vs {best_name} {presets[best_name]:.4f} "
+            f"({100 * float(o['median_test_gain']):.1f}% gain); adopted {o['adopted']}/{n_seeds}",  # type: ignore[arg-type]
             flush=True,
         )
     return out
@@ -125,6 +192,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20, help="recorded operations per scenario (paper: 100)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=int, default=30, help="tuning evaluations per campaign")
+    ap.add_argument("--tune-seeds", type=int, default=5, help="tuning runs per campaign (median)")
+    ap.add_argument("--train-campaigns", type=int, default=16, help="training (and held-out) campaigns")
+    ap.add_argument("--test-campaigns", type=int, default=32, help="campaigns that score the result")
     ap.add_argument("--skip-tuning", action="store_true")
     args = ap.parse_args()
     # Compile the kernels first so no timing includes numba's compilation.
@@ -164,7 +234,7 @@ def main() -> None:
         where = "inside" if RANGE_BAND[0] <= r <= RANGE_BAND[1] else "outside"
         print(f"Fig. {PAPER_PANELS[name]}: LDT's duration range {r:.0%} shorter than LT's ({where} 32-70%)")
     if not args.skip_tuning:
-        summary["tuning"] = _tuning(args.budget)
+        summary["tuning"] = _tuning(args.budget, args.tune_seeds, args.train_campaigns, args.test_campaigns)
     print(json.dumps(summary))
 
 

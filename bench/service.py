@@ -455,7 +455,7 @@ def main() -> None:
         "REGIMETUNE_STORE__URL": f"sqlite:///{tmp / 'bench.db'}",
         "REGIMETUNE_AUTH__WRITE_TOKENS": json.dumps([TOKEN]),
         "REGIMETUNE_ENGINE__WINDOW_S": str(WINDOW_S),
-        "REGIMETUNE_ENGINE__DETECTOR": json.dumps({"warmup": 10}),
+        "REGIMETUNE_ENGINE__DETECTOR": json.dumps({}),  # the detector's defaults
         "REGIMETUNE_INGEST__MAX_BODY_BYTES": str(256 << 20),
     }
     svc = spawn(["serve", "--host", "127.0.0.1", "--port", str(port)], env, tmp / "service.log")
@@ -463,7 +463,11 @@ def main() -> None:
     try:
         wait_ready(f"http://127.0.0.1:{port}/readyz", svc, tmp / "service.log")
         # 1. a generated run first, so regimes and policy versions exist
-        windows = list(count_windows(generate(GeneratorConfig(duration_s=9000, workers=64, seed=1)), 60.0))
+        windows = list(
+            count_windows(
+                generate(GeneratorConfig(duration_s=9000, workers=64, seed=1, preset="classic")), 60.0
+            )
+        )
         with IngestClient(f"http://127.0.0.1:{port}", token=TOKEN) as c:
             for wc in windows:
                 c.send(wc)

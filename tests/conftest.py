@@ -11,6 +11,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_detector() -> None:
+    """Compile the detector's numba loop once, before any test: services that tests start in
+    subprocesses then load it from numba's disk cache instead of compiling it on their first
+    window while a client waits (a fresh clone has no cache)."""
+    from regimetune.regimes.detector import compile_kernel
+
+    compile_kernel()
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

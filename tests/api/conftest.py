@@ -27,8 +27,8 @@ def settings_for(tmp_path: Path, **over: Any) -> Any:
     base: dict[str, Any] = {
         "store": {"url": f"sqlite:///{tmp_path / 'rt.db'}"},
         "auth": {"write_tokens": [TOKEN], "read_tokens": [READ_TOKEN]},
-        "engine": {"window_s": 60.0, "detector": {"warmup": 10}},
-        "ingest": {"apply": "sync"},
+        "engine": {"window_s": 60.0, "detector": {}},
+        "ingest": {"apply": "sync", "allowed_lateness_windows": 0},  # a window closes when a later one comes
         "push": {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "poll_interval_s": 0.02},
     }
     for k, v in over.items():
@@ -60,7 +60,9 @@ def recorder() -> RecordingBackend:
 @pytest.fixture(scope="session")
 def workload() -> list[WindowCounts]:
     """A ParSplice-like run (four regimes) as 150 windows of 60 s of per-key counts."""
-    return list(count_windows(generate(GeneratorConfig(duration_s=9000, workers=64, seed=1)), 60.0))
+    return list(
+        count_windows(generate(GeneratorConfig(duration_s=9000, workers=64, seed=1, preset="classic")), 60.0)
+    )
 
 
 def post_window(client: TestClient, wc: WindowCounts) -> Any:

@@ -131,7 +131,7 @@ def test_policy_fast_path_is_timed_once_and_falls_back_to_the_route(
     assert r.status_code == 200
     assert c.get("/v1/policy", headers={"If-None-Match": r.headers["etag"]}).status_code == 304
     store = c.app.state.store
-    real, calls = store.in_force_json, []
+    real, calls = store.policy_status, []
 
     def flaky():
         calls.append(1)
@@ -139,7 +139,7 @@ def test_policy_fast_path_is_timed_once_and_falls_back_to_the_route(
             raise RuntimeError("store hiccup")
         return real()
 
-    monkeypatch.setattr(store, "in_force_json", flaky)
+    monkeypatch.setattr(store, "policy_status", flaky)
     again = c.get("/v1/policy")  # the fast path fails before answering: the route answers
     assert again.status_code == 200 and again.json() == r.json() and len(calls) == 2
     assert _policy_requests_timed(c) == 4.0
@@ -195,8 +195,9 @@ def test_refused_push_is_logged_and_last_good_policy_stays(make_client, workload
     assert len(items) >= 3, items
     wait_for(lambda: all(d["outcome"] != "pending" for d in c.get("/v1/decisions").json()["items"]))
     by_version = {d["policy_version"]: d for d in c.get("/v1/decisions").json()["items"]}
-    assert by_version[2]["outcome"] == "failed"
-    assert "last known-good policy stays in force: version 1" in by_version[2]["detail"]
+    assert by_version[2]["outcome"] == "refused"
+    assert "refused by the backend" in by_version[2]["detail"]
+    assert "the backend keeps version 1" in by_version[2]["detail"]
     assert by_version[3]["outcome"] == "delivered"
     assert c.get("/v1/policy").json()["version"] == max(by_version)
 

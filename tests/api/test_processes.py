@@ -32,16 +32,23 @@ def start_backend(tmp: Path, port: int) -> Any:
     return p
 
 
-def start_service(tmp: Path, port: int, *, backend_port: int | None = None, wait: bool = True) -> Any:
+def start_service(
+    tmp: Path,
+    port: int,
+    *,
+    backend_port: int | None = None,
+    wait: bool = True,
+    env: dict[str, str] | None = None,
+) -> Any:
     env = {
         "REGIMETUNE_STORE__URL": f"sqlite:///{tmp / 'service.db'}",
         "REGIMETUNE_AUTH__WRITE_TOKENS": json.dumps([TOKEN]),
         "REGIMETUNE_ENGINE__WINDOW_S": "60",
-        "REGIMETUNE_ENGINE__DETECTOR": json.dumps({"warmup": 10}),
+        "REGIMETUNE_ENGINE__DETECTOR": json.dumps({}),
         "REGIMETUNE_PUSH__BACKOFF_BASE_S": "0.05",
-        "REGIMETUNE_PUSH__BACKOFF_MAX_S": "0.5",
-        "REGIMETUNE_PUSH__MAX_ATTEMPTS": "1000",
+        "REGIMETUNE_PUSH__BACKOFF_MAX_S": "0.5",  # the default cap is 30 s: outages here are shorter
         "REGIMETUNE_PUSH__POLL_INTERVAL_S": "0.05",
+        **(env or {}),
     }
     if backend_port is not None:
         env |= {
@@ -158,7 +165,8 @@ def test_sigkill_loses_no_acknowledged_batch_and_keeps_regime_ids(tmp_path, work
 
 def test_backend_outage_then_every_version_exactly_once_in_order(tmp_path, workload) -> None:
     bport, sport = free_port(), free_port()
-    service = start_service(tmp_path, sport, backend_port=bport)  # backend not up yet
+    no_supersede = {"REGIMETUNE_PUSH__SUPERSEDE": "false"}
+    service = start_service(tmp_path, sport, backend_port=bport, env=no_supersede)  # backend not up yet
     base = f"http://127.0.0.1:{sport}"
     backend = None
     try:
@@ -179,6 +187,54 @@ def test_backend_outage_then_every_version_exactly_once_in_order(tmp_path, workl
             )
         )
         assert httpx.get(f"{base}/v1/engine").json()["outbox_pending"] == 0
+    finally:
+        stop(service)
+        stop(backend)
+
+
+def test_backend_down_under_regime_changes_then_every_version_delivered_or_superseded(
+    tmp_path, workload
+) -> None:
+    """Issue 13's acceptance for finding 2: the backend goes down for longer than the old
+    8 attempts lasted (12 backoff caps here; 4 of the default 30 s cap in the issue's 120 s)
+    while the regime changes; after it recovers, every version is delivered in order or
+    recorded as superseded by a newer delivered one, and the backend ends on the newest."""
+    bport, sport = free_port(), free_port()
+    backend = start_backend(tmp_path, bport)
+    service = start_service(tmp_path, sport, backend_port=bport)
+    base = f"http://127.0.0.1:{sport}"
+    try:
+        with IngestClient(base, token=TOKEN) as client:
+            for wc in workload[:30]:
+                client.send(wc)
+            wait_until(lambda: len(backend_versions(bport)) >= 1)
+            stop(backend)  # the outage begins
+            for wc in workload[30:]:
+                client.send(wc)
+        decided = decided_versions(base)
+        assert len(decided) >= 3, decided
+        time.sleep(6.0)  # down 12 x the backoff cap: the old outbox gave every version up by now
+        status = httpx.get(f"{base}/v1/policy/status").json()
+        assert status["desired"]["version"] == decided[-1] and status["pending"], status
+        assert status["delivered_version"] < decided[-1]
+        backend = start_backend(tmp_path, bport)
+        wait_until(lambda: backend_versions(bport)[-1][0] == decided[-1])
+        got = [v for v, _ in backend_versions(bport)]
+        assert got == sorted(set(got)), got  # in order, each once
+        wait_until(lambda: not httpx.get(f"{base}/v1/policy/status").json()["pending"])
+        items = httpx.get(f"{base}/v1/decisions", params={"limit": 1000}).json()["items"]
+        outcome = {d["policy_version"]: d for d in items if d["policy_version"] is not None}
+        for n in decided:
+            if n in got:
+                assert outcome[n]["outcome"] == "delivered", outcome[n]
+            else:
+                assert outcome[n]["outcome"] == "superseded", outcome[n]
+                assert f"superseded by version {decided[-1]}" in outcome[n]["detail"]
+        assert set(got) | {n for n in decided if outcome[n]["outcome"] == "superseded"} >= set(decided)
+        status = httpx.get(f"{base}/v1/policy/status").json()
+        assert status["delivered_version"] == status["desired"]["version"] == decided[-1]
+        r = httpx.get(f"{base}/v1/policy")
+        assert r.json()["version"] == decided[-1] and r.headers["x-delivered-version"] == str(decided[-1])
     finally:
         stop(service)
         stop(backend)

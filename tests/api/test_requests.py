@@ -205,7 +205,7 @@ def test_tuning_job_on_a_server_side_trace_applies_tuned_policies(make_client, t
     traces = tmp_path / "traces"
     traces.mkdir()
     trace = traces / "run.csv"
-    write_events(generate(GeneratorConfig(duration_s=1800, workers=8, seed=3)), trace)
+    write_events(generate(GeneratorConfig(duration_s=1800, workers=8, seed=3, preset="classic")), trace)
     c = make_client(tuning={"trace_dirs": [str(traces)], "executor": "thread"}, engine={"window_s": 10.0})
     r = c.post("/v1/tuning-jobs", json={"trace": str(trace), "budget": 6, "apply": True}, headers=AUTH)
     assert r.status_code == 202, r.text
@@ -229,7 +229,7 @@ def test_rescale_tuning_job_sets_weights_and_keeps_each_regimes_cache_limits(
     traces = tmp_path / "traces"
     traces.mkdir()
     trace = traces / "run.csv"
-    write_events(generate(GeneratorConfig(duration_s=1800, workers=8, seed=3)), trace)
+    write_events(generate(GeneratorConfig(duration_s=1800, workers=8, seed=3, preset="classic")), trace)
     c = make_client(tuning={"trace_dirs": [str(traces)], "executor": "thread"}, engine={"window_s": 10.0})
     cache = {"mode": "lru", "limit_keys": 500}
     for rid in range(4):  # an operator set cache limits on every regime the trace can show

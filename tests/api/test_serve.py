@@ -54,3 +54,32 @@ def test_serve_refuses_an_unknown_loop(ran) -> None:
     res = CliRunner().invoke(app, ["serve", "--port", "0", "--loop", "trio"])
     assert res.exit_code == 2 and "--loop" in res.output
     assert not ran
+
+
+def test_serve_with_a_store_url_that_is_not_one_prints_one_line(tmp_path) -> None:
+    # issue 13, finding 8: a traceback (make_url raised again inside the error message)
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import regimetune
+
+    src = str(Path(regimetune.__file__).parents[1])  # this checkout, whatever the cwd
+    env = {
+        **os.environ,
+        "PYTHONPATH": src,
+        "REGIMETUNE_AUTH__WRITE_TOKENS": json.dumps([TOKEN]),
+        "COLUMNS": "60",
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "regimetune.cli.main", "serve", "--store-url", "notaurl", "--port", "0"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "store.url" in lines[0] and "not a database URL" in lines[0], res.stderr

@@ -132,7 +132,7 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
     s = Store.open(cfg)  # second start: nothing to migrate, data kept
     assert s.ping()
     with s.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM rt_alembic_version")).scalar() == "0002"
+        assert conn.execute(sa.text("SELECT version_num FROM rt_alembic_version")).scalar() == "0003"
         mode = conn.execute(sa.text("PRAGMA journal_mode")).scalar()
     assert mode == "wal"
 

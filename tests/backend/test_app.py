@@ -263,3 +263,39 @@ def test_commission_past_the_last_server_id_is_422(client: TestClient) -> None:
     r = client.post("/v1/rescale", json={"kind": "commission", "count": 2})
     assert r.status_code == 422 and "ids end at" in r.json()["detail"], r.text
     assert client.get("/v1/placement").json()["servers"] == [last - 1, last]
+
+
+@pytest.mark.parametrize("given", ["Bearer s3crét".encode(), "Bearer ☃".encode(), b"Bearer \xff\xfe"])
+def test_non_ascii_token_is_401_not_500(make_client: Callable, given: bytes) -> None:
+    # issue 13, finding 8: compare_digest raised TypeError on a non-ASCII str (a 500)
+    client = make_client(token="s3cret")
+    r = client.put("/v1/policy", json=pv(1), headers={"Authorization": given})
+    assert r.status_code == 401 and "bearer token" in r.json()["detail"]
+    r = client.get("/v1/policy", headers={"Authorization": given})
+    assert r.status_code == 401
+
+
+def test_service_and_backend_map_errors_to_the_same_status() -> None:
+    # one error-to-status table (issue 13, Build): the service said 422 for an infeasible
+    # request where the backend said 409
+    from regimetune.api.errors import status_of
+    from regimetune.backend.app import _error
+    from regimetune.models import (
+        BoundsError,
+        ConfigError,
+        ConflictError,
+        InfeasibleError,
+        InputError,
+        NotFoundError,
+    )
+
+    for exc in (
+        NotFoundError("x"),
+        ConflictError("x"),
+        InfeasibleError("x"),
+        InputError("x"),
+        BoundsError("x"),
+        ConfigError("x"),
+    ):
+        assert _error(exc).status_code == status_of(exc), exc
+    assert status_of(InfeasibleError("x")) == 409

@@ -18,7 +18,9 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     p = tmp_path_factory.mktemp("cli") / "g.csv"
-    r = runner.invoke(app, ["generate", str(p), "--duration", "300", "--workers", "8", "--seed", "3"])
+    r = runner.invoke(
+        app, ["generate", str(p), "--duration", "300", "--workers", "8", "--seed", "3", "--preset", "classic"]
+    )
     assert r.exit_code == 0, r.output
     assert "wrote" in r.output
     return p
@@ -28,6 +30,16 @@ def test_generate_writes_a_labelled_trace(trace: Path) -> None:
     b = EventBatch.concat(list(read_trace(trace)))
     assert len(b) > 1000
     assert sorted(set(b.label.tolist())) == [0, 1, 2, 3]
+
+
+def test_generate_a_preset(tmp_path: Path) -> None:
+    p = tmp_path / "s.parquet"
+    args = ["generate", str(p), "--duration", "600", "--workers", "16", "--preset", "stationary"]
+    r = runner.invoke(app, [*args, "--seed", "2"])
+    assert r.exit_code == 0, r.output
+    b = EventBatch.concat(list(read_trace(p)))
+    assert set(b.label.tolist()) == {0}
+    assert 0.5 <= b.ts[0] < 10.5 and b.ts[-1] < b.ts[0] + 600  # starts off a window boundary
 
 
 @pytest.mark.parametrize("fmt,suffix", [("parquet", "parquet"), ("oracle", "bin"), ("jsonl", "jsonl")])
@@ -85,7 +97,7 @@ def test_windows_with_mapped_headerless_columns(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     f = read_windows(tmp_path / "w.csv")
     assert f["reads"].tolist() == [1, 0] or f["reads"].tolist() == [1, 0][: len(f)]
-    assert f["writes"].sum() == 1 and f["start"][0] == 1.0
+    assert f["writes"].sum() == 1 and f["start"][0] == 1.5  # the first window starts at the first event
 
 
 def test_bad_line_exits_2_naming_file_and_line(tmp_path: Path) -> None:
@@ -110,6 +122,7 @@ def test_bad_line_exits_2_naming_file_and_line(tmp_path: Path) -> None:
         (["windows", "TRACE", "--time-unit", "h"], "time unit"),
         (["windows", "TRACE", "--out", "w.txt"], "--out"),
         (["generate", "OUT", "--growth", "-1"], "growth"),
+        (["generate", "OUT", "--preset", "nope"], "preset must be one of"),
         (["generate", "/nonexistent/dir/g.csv", "--duration", "10"], "does not exist"),
     ],
 )

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+
 import numpy as np
 import pytest
+from scipy.ndimage import median_filter
 
 from regimetune.collectors import GeneratorConfig, bucket_view, generate, window_frame
-from regimetune.collectors.generator import keyspace_at, regime_of
+from regimetune.collectors.generator import PRESETS, keyspace_at, read_rate, regime_of, shape_of
+from regimetune.collectors.presets import REALISTIC_PRESETS
 from regimetune.models import ConfigError, EventBatch, WindowFrame
 
-SMALL = GeneratorConfig(duration_s=600, workers=32, seed=7)
+SMALL = GeneratorConfig(duration_s=600, workers=32, seed=7, preset="classic")
 
 
 @pytest.fixture(scope="module")
@@ -66,29 +71,43 @@ def test_flash_crowd_is_few_keys_and_keyspace_grows(small_frame: WindowFrame) ->
 
 @pytest.mark.slow
 def test_full_size_keyspace_and_late_active_keys_match_the_paper() -> None:
-    cfg = GeneratorConfig()
+    cfg = GeneratorConfig(preset="classic")
     assert keyspace_at(cfg, np.array([cfg.duration_s]))[0] == pytest.approx(150_000, rel=0.01)
     # a slice late in the run is enough to check ~100 active keys per second and ~600-750 reads/s
-    late = GeneratorConfig(duration_s=9000, seed=3)
+    late = GeneratorConfig(duration_s=9000, seed=3, preset="classic")
     b = [x for x in generate(late) if x.ts[0] >= 8000]
     f = window_frame(b)
     assert 60 <= np.median(f["active_keys"]) <= 160
     assert 500 <= np.median(f.reads_per_s) <= 800
 
 
-def test_same_seed_same_events_other_seed_other_events() -> None:
-    cfg = GeneratorConfig(duration_s=120, workers=8, seed=1)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_same_seed_same_events_other_seed_other_events(preset: str) -> None:
+    cfg = GeneratorConfig(duration_s=700, workers=8, seed=1, preset=preset)
     a = EventBatch.concat(list(generate(cfg)))
     b = EventBatch.concat(list(generate(cfg)))
-    c = EventBatch.concat(list(generate(GeneratorConfig(duration_s=120, workers=8, seed=2))))
+    c = EventBatch.concat(list(generate(GeneratorConfig(duration_s=700, workers=8, seed=2, preset=preset))))
     for col in EventBatch.COLUMNS:
         np.testing.assert_array_equal(getattr(a, col), getattr(b, col))
     assert len(a) != len(c) or not np.array_equal(a.key, c.key)
 
 
+def test_the_classic_preset_is_the_original_generator_event_for_event() -> None:
+    # digest of the events of the generator before the presets existed (commit 8797101)
+    cfg = GeneratorConfig(
+        duration_s=700, workers=16, seed=5, n_buckets=4, temperature=1.5, growth=1.2, preset="classic"
+    )
+    h = hashlib.sha256()
+    for b in generate(cfg):
+        for col in ("ts", "key", "op", "size", "bucket", "label"):
+            h.update(getattr(b, col).tobytes())
+    assert h.hexdigest() == "65838663b02a59240a0f8a11a6395bb5ed8991ba4daa44648d394fc7f4573919"
+    assert GeneratorConfig().preset == "parsplice"
+
+
 def test_growth_stretches_the_time_axis() -> None:
-    g1 = GeneratorConfig(duration_s=400, workers=32, seed=1, timescale_s=400)
-    g2 = GeneratorConfig(duration_s=800, workers=32, seed=1, timescale_s=400, growth=2.0)
+    g1 = GeneratorConfig(duration_s=400, workers=32, seed=1, timescale_s=400, preset="classic")
+    g2 = GeneratorConfig(duration_s=800, workers=32, seed=1, timescale_s=400, growth=2.0, preset="classic")
     assert g2.regime_starts() == pytest.approx(tuple(2 * t for t in g1.regime_starts()))
     f1 = window_frame(generate(g1), window_s=10.0)
     f2 = window_frame(generate(g2), window_s=20.0)
@@ -100,9 +119,9 @@ def test_growth_stretches_the_time_axis() -> None:
 
 
 def test_workers_scale_rates_and_keyspace_and_temperature_widens() -> None:
-    base = GeneratorConfig(duration_s=300, workers=16, seed=4)
-    double = GeneratorConfig(duration_s=300, workers=32, seed=4)
-    hot = GeneratorConfig(duration_s=300, workers=16, seed=4, temperature=3.0)
+    base = GeneratorConfig(duration_s=300, workers=16, seed=4, preset="classic")
+    double = GeneratorConfig(duration_s=300, workers=32, seed=4, preset="classic")
+    hot = GeneratorConfig(duration_s=300, workers=16, seed=4, temperature=3.0, preset="classic")
     n1, n2 = (sum(len(b) for b in generate(c)) for c in (base, double))
     assert n2 / n1 == pytest.approx(2.0, rel=0.05)
     f1, fh = window_frame(generate(base), window_s=20), window_frame(generate(hot), window_s=20)
@@ -112,7 +131,7 @@ def test_workers_scale_rates_and_keyspace_and_temperature_widens() -> None:
 
 
 def test_buckets_and_bucket_view(small: EventBatch) -> None:
-    cfg = GeneratorConfig(duration_s=120, workers=8, seed=1, n_buckets=16)
+    cfg = GeneratorConfig(duration_s=120, workers=8, seed=1, n_buckets=16, preset="classic")
     b = EventBatch.concat(list(generate(cfg)))
     assert b.bucket.min() >= 0 and b.bucket.max() < 16
     buckets = bucket_view([b], 16)
@@ -133,8 +152,167 @@ def test_buckets_and_bucket_view(small: EventBatch) -> None:
         {"workers": 2.5},
         {"temperature": float("nan")},
         {"seed": -1},
+        {"preset": "nope"},
+        {"preset": "classic", "start_s": 3.0},
+        {"start_s": -1.0},
     ],
 )
 def test_bad_config_is_refused(kw: dict[str, float]) -> None:
     with pytest.raises(ConfigError):
         GeneratorConfig(**kw)  # type: ignore[arg-type]
+
+
+# -- the realistic presets: the facts of shared/design/real-workload-facts.md, with tolerances ------
+HOUR = 3600.0
+
+
+@functools.cache
+def run(preset: str, seed: int = 3, workers: int = 256) -> tuple[GeneratorConfig, EventBatch, WindowFrame]:
+    """An hour of ``preset`` and its 10 s windows (the last one ending at the trace's end)."""
+    cfg = GeneratorConfig(duration_s=HOUR, workers=workers, seed=seed, preset=preset)
+    b = EventBatch.concat(list(generate(cfg)))
+    return cfg, b, window_frame([b], window_s=10.0, end=cfg.trace_end)
+
+
+def _whole(f: WindowFrame) -> slice:
+    return slice(1, len(f) - 1)  # the edge windows cover part of a window length
+
+
+@pytest.mark.parametrize("preset", REALISTIC_PRESETS)
+def test_consecutive_requests_reuse_one_key_and_reads_outnumber_writes(preset: str) -> None:
+    cfg, b, _ = run(preset)
+    reuse = np.mean(b.key[1:] == b.key[:-1])
+    assert 0.87 <= reuse <= 0.996, reuse
+    assert 50 <= b.n_reads / b.n_writes <= 100
+    for lab in np.unique(b.label):
+        m = b.label == lab
+        r = np.count_nonzero(b.op[m] == 0) / max(1, np.count_nonzero(b.op[m] == 1))
+        assert 45 <= r <= 110, (lab, r)
+    assert (np.diff(b.ts) >= 0).all() and (np.diff(b.label) >= 0).all()  # labels only move forward
+    assert len(cfg.regime_names()) == len(np.unique(b.label))
+
+
+def test_parsplice_flash_crowd_is_one_or_two_keys_flipping_window_to_window() -> None:
+    cfg, b, f = run("parsplice")
+    w = _whole(f)
+    active, lab = f["active_keys"][w], f["label"][w]
+    # a spike of the active-key count (a minute, 3-5x) may fall in the flash crowd: leave it out
+    t = f["start"][w][:, None] - cfg.trace_start + np.linspace(0, 10, 21)[None, :]
+    spiked = (shape_of(cfg).spike(t) > 1).any(axis=1)
+    assert (active[spiked & (lab == 0)] >= 3).all()
+    flash = active[(lab == 0) & ~spiked][:-1]  # the last window may reach into the decline
+    assert len(flash) >= 25  # 10-20 % of the run
+    assert np.isin(flash, (1, 2)).all()
+    assert 0.1 <= (flash == 1).mean() <= 0.9 and 0.1 <= (flash == 2).mean() <= 0.9
+    assert np.count_nonzero(np.diff(flash) != 0) >= 5  # flips, not one switch
+    assert len(np.unique(b.key[b.label == 0])) <= 12  # a handful of keys, spikes included
+    later = active[lab >= 2]
+    assert np.median(later) > 20 * np.median(flash)  # the active keyspace widens afterwards
+
+
+def test_parsplice_shape_flash_decline_in_steps_then_plateaus_apart() -> None:
+    cfg, _, f = run("parsplice")
+    starts = np.asarray(cfg.regime_starts()) - cfg.trace_start
+    assert 0.10 * HOUR <= starts[0] <= 0.20 * HOUR
+    rate, lab = f.reads_per_s[_whole(f)], f["label"][_whole(f)]
+    med = [np.median(rate[lab == i]) for i in range(4)]
+    assert med[0] > med[1] > med[2] > med[3]
+    gap = 1 - med[3] / med[2]
+    assert 0.10 <= gap <= 0.20, gap
+    assert 200 <= med[2] <= 360 and 550 <= med[0] <= 750  # reads/s at 256 workers
+    # the step between the plateaus is sharp: within a minute
+    t = cfg.regime_starts()[2]
+    p1, p2 = read_rate(cfg, np.array([t - 30.0, t + 30.0]))
+    assert p2 / p1 == pytest.approx(1 - gap, abs=0.03)
+    # the decline falls in uneven steps: drops of 5-15 % between shelves of unequal length
+    s = shape_of(cfg)
+    a, z = np.searchsorted(s.knots_t, [starts[0], starts[1]])
+    r = s.knots_rate[a : z + 1]
+    drops = 1 - r[1:] / r[:-1]
+    drops = drops[drops > 1e-9]
+    assert len(drops) >= 4 and ((drops > 0.049) & (drops < 0.151)).all(), drops
+    dt = np.diff(s.knots_t[a : z + 1])
+    shelves = dt[(np.diff(r) == 0) & (dt > 0)]
+    assert len(shelves) == len(drops) - 1 and shelves.max() > 1.3 * shelves.min()
+    assert (shelves > 2 * (dt.sum() - shelves.sum()) / len(drops)).all()  # drops are short
+
+
+def test_fast_decay_drops_at_once_then_drifts_then_holds() -> None:
+    cfg, _, _ = run("fast-decay")
+    t = cfg.trace_start + np.array([0.0, 0.02, 0.1, 0.3]) * HOUR
+    r0, r2, r10, r30 = read_rate(cfg, t)
+    end = float(read_rate(cfg, np.array([cfg.trace_end]))[0])
+    assert r2 < 0.95 * r0  # no flat flash crowd
+    assert r0 - r10 > 0.7 * (r0 - end)  # most of the drop within the first 10 %
+    assert r10 > r30 > end  # then a slow drift
+    assert cfg.regime_names() == ("decline", "plateau")
+    assert 0.45 * HOUR <= cfg.regime_starts()[0] - cfg.trace_start <= 0.6 * HOUR
+
+
+@pytest.mark.parametrize("preset", ["stationary", "parsplice"])
+def test_noise_overdispersed_3_to_5_percent_with_one_window_dips_and_key_spikes(preset: str) -> None:
+    cfg, _, f = run(preset)
+    w = _whole(f)
+    last = f["label"][w] == f["label"][w].max()  # the last plateau
+    rate, reads, active = f.reads_per_s[w][last], f["reads"][w][last], f["active_keys"][w][last]
+    base = median_filter(rate, size=31, mode="nearest")
+    d = np.diff(rate) / np.median(rate)
+    spread = 1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2)
+    assert 0.025 <= spread <= 0.055, spread
+    calm = rate > 0.9 * base
+    assert np.var(reads[calm]) > 2 * np.mean(reads[calm])  # more spread than Poisson counts
+    hours = len(rate) * 10 / HOUR
+    dips = np.flatnonzero((rate < 0.8 * base) & (rate > 0.55 * base))
+    assert 4 * hours <= len(dips) <= 30 * hours  # every few minutes
+    assert np.mean(np.diff(dips) > 1) >= 0.8  # mostly isolated single windows
+    # spikes of the active-key count: 3-5x for a minute, where the shape puts them, nowhere else
+    t = f["start"][w][last][:, None] - cfg.trace_start + np.linspace(0, 10, 21)[None, :]
+    spike = shape_of(cfg).spike(t)
+    touched, covered = (spike > 1).any(axis=1), (spike > 1).all(axis=1)
+    calm_keys = np.median(active[~touched])
+    if covered.any():
+        assert 2.5 * calm_keys < np.median(active[covered]) < 6 * calm_keys
+    assert (active[~touched] < 2 * calm_keys).all()
+    four_hours = shape_of(GeneratorConfig(duration_s=4 * HOUR, seed=cfg.seed, preset=preset))
+    assert 3 <= len(four_hours.spike_start) <= 30  # now and then
+
+
+def test_keyspace_grows_linearly_to_tens_of_thousands() -> None:
+    cfg, _, f = run("parsplice")
+    after = f["label"] >= 1
+    ks, t = f["keyspace_size"][after], f["start"][after]
+    assert np.corrcoef(t, ks)[0, 1] > 0.995
+    assert ks[-1] == pytest.approx(keyspace_at(cfg, np.array([cfg.trace_end]))[0], rel=0.05)
+    four_h = GeneratorConfig(duration_s=4 * HOUR, workers=256, seed=0)
+    assert 1e4 <= keyspace_at(four_h, np.array([four_h.trace_end]))[0] <= 1e5
+    # late in the run some keys are several times as popular as others
+    late = f["start"] > f["start"][-1] - 600
+    _, b, _ = run("parsplice")
+    _, counts = np.unique(b.key[b.ts > f["start"][late][0]], return_counts=True)
+    top = np.sort(counts)[-5:]
+    assert (top > 3 * np.median(counts)).all() and top[-1] < 12 * np.median(counts)
+
+
+@pytest.mark.parametrize("preset", REALISTIC_PRESETS)
+def test_a_realistic_trace_starts_and_ends_off_window_boundaries(preset: str) -> None:
+    cfg, b, f = run(preset)
+    assert 0.5 <= cfg.trace_start <= 9.5 and cfg.trace_start != round(cfg.trace_start)
+    assert cfg.trace_start <= b.ts[0] < cfg.trace_start + 1 and b.ts[-1] < cfg.trace_end
+    assert f["length"][0] == pytest.approx(10 - b.ts[0] % 10)
+    assert f["length"][-1] == pytest.approx(cfg.trace_end % 10)
+    np.testing.assert_array_equal(b.label, regime_of(cfg, b.ts))
+    given = GeneratorConfig(duration_s=60, workers=8, preset=preset, start_s=100.0)
+    assert given.trace_start == 100.0 and given.trace_end == 160.0
+
+
+def test_realistic_presets_scale_with_workers_and_stretch_with_growth() -> None:
+    one = GeneratorConfig(duration_s=HOUR, workers=64, seed=1, timescale_s=HOUR)
+    two = GeneratorConfig(duration_s=2 * HOUR, workers=64, seed=1, timescale_s=HOUR, growth=2.0)
+    a, b = (np.asarray(c.regime_starts()) - c.trace_start for c in (one, two))
+    np.testing.assert_allclose(b, 2 * a)
+    more = GeneratorConfig(duration_s=HOUR, workers=128, seed=1)
+    t = one.trace_start + np.linspace(0, HOUR, 50)
+    np.testing.assert_allclose(read_rate(more, t - one.trace_start + more.trace_start), 2 * read_rate(one, t))
+    assert keyspace_at(two, np.array([two.trace_end]))[0] == pytest.approx(
+        keyspace_at(one, np.array([one.trace_end]))[0], rel=0.01
+    )

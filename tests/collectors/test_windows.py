@@ -44,10 +44,16 @@ def _brute(b: EventBatch, window_s: float, top_k: int, n_buckets: int) -> list[d
             )
             load[bk] += 1
             size[bk] += e.size
+        # edges: the first window starts at the first event, the last ends at the last event
+        start = ev[0].ts if w == 0 else origin + w * window_s
+        length = origin + (w + 1) * window_s - start
+        if w == last and ev[-1].ts > start:
+            length = ev[-1].ts - start
         out.append(
             {
                 "index": w,
-                "start": origin + w * window_s,
+                "start": start,
+                "length": length,
                 "reads": sum(1 for e in inw if e.op == 0),
                 "writes": sum(1 for e in inw if e.op == 1),
                 "active_keys": len(cnt),
@@ -270,3 +276,37 @@ def test_a_huge_jump_in_time_is_refused() -> None:
     agg.push(EventBatch.from_columns(ts=[0.0], key=[1]))
     with pytest.raises(InputError, match="time-unit"):
         agg.push(EventBatch.from_columns(ts=[1e12], key=[1]))
+
+
+def test_edge_windows_cover_only_the_time_of_the_trace() -> None:
+    # a trace from t=3.7 s to t=31.2 s at 100 reads/s, 10 s windows: [3.7, 10), [10, 20), [20, 30), [30, 31.2)
+    ts = np.arange(3.7, 31.2, 0.01)
+    b = EventBatch.from_columns(ts=ts, key=np.zeros(len(ts), dtype=np.int64))
+    f = window_frame([b], window_s=10.0, end=31.2)
+    assert f["index"].tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(f["start"], [3.7, 10.0, 20.0, 30.0])
+    np.testing.assert_allclose(f["length"], [6.3, 10.0, 10.0, 1.2])
+    np.testing.assert_allclose(f.reads_per_s, 100.0, rtol=0.02)  # honest rates, edges included
+    # without the end, the last window ends at the last event; never beyond its window
+    f2 = window_frame([b], window_s=10.0)
+    assert f2["length"][-1] == pytest.approx(ts[-1] - 30.0)
+    agg = WindowAggregator(10.0)
+    agg.push(b)
+    (w,) = agg.flush(end=1e6)
+    assert w.length == 10.0
+    late = WindowAggregator(10.0)
+    late.push(b)
+    with pytest.raises(InputError, match="before"):
+        late.flush(end=31.0)
+
+
+def test_edge_windows_survive_a_snapshot_and_counts_cover_whole_windows() -> None:
+    b = EventBatch.from_columns(ts=[3.7, 4.0, 12.5, 14.0], key=[1, 2, 3, 4])
+    agg = WindowAggregator(10.0)
+    agg.push(b.slice(0, 2))
+    again = WindowAggregator.from_state(*agg.to_state())
+    got = again.push(b.slice(2, 4)) + again.flush()
+    assert [(w.start, w.length) for w in got] == [(3.7, pytest.approx(6.3)), (10.0, 4.0)]
+    c = WindowAggregator(10.0)
+    got = c.push_counts(0.0, [1], reads=[5]) + c.push_counts(10.0, [2], reads=[5]) + c.flush()
+    assert [(w.start, w.length) for w in got] == [(0.0, 10.0), (10.0, 10.0)]

@@ -124,12 +124,89 @@ def test_permanent_refusal_is_reported_and_does_not_block() -> None:
         store.append(pv(n))
     worker.step()
     assert backend.received_versions == [1, 3]
-    failed = [e for e in events if e.kind == "failed"]
-    assert len(failed) == 1 and failed[0].version == 2 and failed[0].permanent
-    assert failed[0].outcome is PushOutcome.FAILED and failed[0].in_force == 1
-    assert "refuses version 2" in (failed[0].error or "")
+    refused = [e for e in events if e.kind == "refused"]
+    assert len(refused) == 1 and refused[0].version == 2 and refused[0].permanent
+    assert refused[0].outcome is PushOutcome.REFUSED and refused[0].in_force == 1
+    assert "refuses version 2" in (refused[0].error or "")
     assert backend.attempted_versions.count(2) == 1  # not retried
-    assert [e.state for e in store.entries()] == ["delivered", "failed", "delivered"]
+    assert [e.state for e in store.entries()] == ["delivered", "refused", "delivered"]
+
+
+def test_default_retries_forever_through_a_long_outage() -> None:
+    # issue 13, finding 2: the service gave each version up after 8 attempts (~10 s)
+    clock, store, backend, worker, events = setup(retry=RetryPolicy(base=0.2, cap=10.0))
+    backend.go_down()
+    for n in (1, 2, 3):
+        store.append(pv(n))
+    worker.drain(timeout=3600.0)  # an hour down: hundreds of attempts
+    assert backend.received_versions == [] and len(backend.attempts) > 300
+    assert not [e for e in events if e.kind in ("failed", "refused")]
+    assert max(clock.sleeps) <= 10.0  # the cap holds
+    backend.come_up()
+    worker.drain(timeout=60.0)
+    assert backend.received_versions == [1, 2, 3]
+
+
+def test_supersede_sends_the_newest_and_records_the_older_once_it_is_delivered() -> None:
+    clock, store, backend, worker, events = setup(retry=RetryPolicy(base=0.5, cap=4.0))
+    worker.supersede = True
+    store.append(pv(1))
+    worker.step()
+    backend.go_down()
+    for n in (2, 3, 4):
+        store.append(pv(n))
+        worker.step()
+        clock.now += 1.0
+    # nothing is superseded while the newest has not been delivered
+    assert [e.state for e in store.entries()] == ["delivered", "pending", "pending", "pending"]
+    assert set(backend.attempted_versions[1:]) <= {2, 3, 4}
+    backend.come_up()
+    worker.drain(timeout=60.0)
+    assert backend.received_versions == [1, 4]
+    assert [e.state for e in store.entries()] == ["delivered", "superseded", "superseded", "delivered"]
+    sup = [e for e in events if e.kind == "superseded"]
+    assert [e.version for e in sup] == [2, 3] and all(e.in_force == 4 for e in sup)
+    assert all(e.outcome is PushOutcome.SUPERSEDED and "version 4" in (e.error or "") for e in sup)
+
+
+def test_supersede_keeps_the_backoff_of_the_older_versions() -> None:
+    clock, store, backend, worker, _ = setup(retry=RetryPolicy(base=1.0, cap=64.0))
+    worker.supersede = True
+    backend.go_down()
+    store.append(pv(1))
+    for _ in range(6):
+        clock.now = worker.next_due() or clock.now
+        worker.step()
+    due = worker.next_due()
+    assert due is not None and due > clock.now
+    store.append(pv(2))  # a new version does not restart the backoff
+    assert worker.next_due() == due
+    n = len(backend.attempts)
+    worker.step()
+    assert len(backend.attempts) == n
+
+
+def test_refused_newest_falls_back_to_the_older_pending_version() -> None:
+    _, store, backend, worker, events = setup(reject=(3,))
+    worker.supersede = True
+    for n in (1, 2, 3):
+        store.append(pv(n))
+    worker.step()
+    # 3 was refused (not delivered), so it superseded nothing: 2 goes out after it
+    assert backend.attempted_versions == [3, 2] and backend.received_versions == [2]
+    assert [e.state for e in store.entries()] == ["superseded", "delivered", "refused"]
+    assert [e.kind for e in events] == ["refused", "superseded", "delivered"]
+
+
+def test_a_409_conflict_is_retried_not_refused() -> None:
+    _, store, backend, worker, events = setup(retry=RetryPolicy(base=0.1, cap=1.0))
+    backend.push(pv(5))  # the backend holds a version the outbox never sent
+    for n in (1, 6):
+        store.append(pv(n))
+    worker.drain(timeout=5.0)
+    assert [e.state for e in store.entries()] == ["pending", "pending"]
+    assert {e.kind for e in events} == {"retrying", "stalled"}
+    assert "older than version 5" in (events[0].error or "")
 
 
 def test_max_attempts_gives_up_and_moves_on() -> None:

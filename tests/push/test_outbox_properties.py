@@ -30,8 +30,11 @@ class ScriptedBackend(RecordingBackend):
 @given(
     n=st.integers(1, 8),
     script=st.lists(st.sampled_from(["ok", "transient", "transient", "permanent"]), max_size=30),
+    supersede=st.booleans(),
 )
-def test_each_version_delivered_at_most_once_in_order_and_none_lost(n: int, script: list[str]) -> None:
+def test_each_version_delivered_at_most_once_in_order_and_none_lost(
+    n: int, script: list[str], supersede: bool
+) -> None:
     now = [0.0]
     store = InMemoryOutboxStore()
     backend = ScriptedBackend(script)
@@ -44,14 +47,21 @@ def test_each_version_delivered_at_most_once_in_order_and_none_lost(n: int, scri
         clock=lambda: now[0],
         sleep=lambda s: now.__setitem__(0, now[0] + s),
         seed=0,
+        supersede=supersede,
     )
     for v in range(1, n + 1):
         store.append(PolicyVersion(version=v, policy=Policy(), created_at=float(v)))
     worker.drain()
     got = backend.received_versions
     assert got == sorted(set(got))  # in order, each once
-    failed = {e.version for e in events if e.kind == "failed"}
-    assert all(e.permanent for e in events if e.kind == "failed")  # transient never gives up
-    assert set(got) | failed == set(range(1, n + 1)) and not set(got) & failed  # none lost
-    attempts = backend.attempted_versions
-    assert attempts == sorted(attempts)  # never went back to an older version
+    assert not [e for e in events if e.kind == "failed"]  # transient never gives up
+    refused = {e.version for e in events if e.kind == "refused"}
+    superseded = {e.version for e in events if e.kind == "superseded"}
+    # none lost: each version delivered, refused or superseded, exactly one of them
+    assert sorted([*got, *refused, *superseded]) == list(range(1, n + 1))
+    # superseded only by a newer version that was delivered
+    assert all(e.in_force in got and e.in_force > e.version for e in events if e.kind == "superseded")
+    if not supersede:
+        attempts = backend.attempted_versions
+        assert attempts == sorted(attempts)  # never went back to an older version
+        assert not superseded

@@ -17,19 +17,19 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("detect") / "parsplice.csv"
-    cfg = GeneratorConfig(duration_s=900, timescale_s=500, workers=32, seed=3)
+    cfg = GeneratorConfig(duration_s=900, timescale_s=500, workers=32, seed=3, preset="classic")
     write_events(generate(cfg), path, None)
     return path
 
 
 def test_json_output_lists_segments_and_changes(trace: Path, tmp_path: Path) -> None:
     state = tmp_path / "det.json"
-    res = runner.invoke(app, ["detect", str(trace), "--json", "--state", str(state), "--no-hindsight"])
+    res = runner.invoke(app, ["detect", str(trace), "--json", "--state", str(state)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert out["mode"] == "online" and out["windows"] == 900
+    assert out["mode"] == "online" and out["windows"] == 90  # the default window is 10 s
     segs = out["segments"]
-    assert segs[0]["start_window"] == 0 and segs[-1]["end_window"] == 900
+    assert segs[0]["start_window"] == 0 and segs[-1]["end_window"] == 90
     assert all(a["end_window"] == b["start_window"] for a, b in itertools.pairwise(segs))
     assert out["changes"][0]["from_id"] is None
     assert json.loads(state.read_text())["format_version"] == FORMAT_VERSION
@@ -69,3 +69,42 @@ def test_an_empty_trace_is_a_clear_error(tmp_path: Path) -> None:
     res = runner.invoke(app, ["detect", str(empty)])
     assert res.exit_code == 2
     assert "error" in res.output and "Traceback" not in res.output
+
+
+@pytest.fixture(scope="module")
+def yearly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """River's UK coal employment (TCPD): one row a year, dates in the time column."""
+    from river.drift.datasets import UKCoalEmploy
+
+    path = tmp_path_factory.mktemp("series") / "coal.csv"
+    lines = ["year,employment"] + [f"{x['Year'].date().isoformat()},{y}" for x, y in UKCoalEmploy()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_series_of_a_river_dataset_prints_changes_with_rows_and_times(yearly: Path) -> None:
+    res = runner.invoke(app, ["detect", str(yearly), "--series", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["rows"] == 105 and out["columns"] == ["employment"] and out["window_s"] == 10.0
+    first = out["changes"][0]
+    assert first["from_id"] is None and first["at_window"] == 0 and first["at_time"] == "1913-01-01T00:00:00"
+    # one row a year is one step: a regime lasts at least min_regime_s = 30 rows = 30 years
+    for seg in out["segments"]:
+        assert seg["n_rows"] >= 30 or seg is out["segments"][-1]
+
+
+def test_series_steps_follow_window_not_the_time_column(yearly: Path) -> None:
+    a = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json"]).output)
+    b = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "60"]).output)
+    # 60 s per row: a regime needs 5 rows instead of 30, so the yearly series shows more of them
+    assert len(b["changes"]) > len(a["changes"])
+    assert all(isinstance(c["at_window"], int) for c in b["changes"])
+
+
+def test_a_series_with_a_bad_cell_names_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("t,v\n0,1\n1,oops\n")
+    res = runner.invoke(app, ["detect", str(bad), "--series"])
+    assert res.exit_code == 2
+    assert "bad.csv:3" in res.output and "'oops'" in res.output

@@ -1,3 +1,5 @@
+"""The online detector: behaviour a user relies on, on frames whose truth is known."""
+
 from __future__ import annotations
 
 import json
@@ -5,160 +7,191 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from river import checks as river_checks
+from river import compose
 
-from regimetune.models import InputError
-from regimetune.regimes import FeatureExtractor, OnlineRegimeDetector, ari
-from regimetune.regimes.features import FEATURES
+from regimetune.models import InputError, WindowFrame
+from regimetune.regimes import DetectorParams, OnlineRegimeDetector, ari, detect_series
+from regimetune.regimes.checks import CHECKS, check_detector, labelled_series
 from regimetune.regimes.synthetic import stationary_frame
 
 from .helpers import empty_frame, steps
 
+DATA = Path(__file__).parent / "data"
+#: Every detector the package ships, in the variants the service and the CLI create.
+DETECTORS = [OnlineRegimeDetector(), OnlineRegimeDetector(window_s=60.0, min_regime_s=600.0)]
 
-def test_abrupt_regimes_are_found_with_short_delay() -> None:
+
+@pytest.mark.parametrize("det", DETECTORS, ids=["default", "60s-windows"])
+@pytest.mark.parametrize("check", CHECKS, ids=[c.__name__ for c in CHECKS])
+def test_conformance(det: OnlineRegimeDetector, check) -> None:  # type: ignore[no-untyped-def]
+    check(det.clone())
+
+
+class _Leaky(OnlineRegimeDetector):
+    """A detector that breaks the contract: predicting learns."""
+
+    def predict_one(self, x):  # type: ignore[no-untyped-def]
+        self.learn_one(x)
+        return 0
+
+
+def test_check_detector_catches_a_detector_whose_predict_one_learns() -> None:
+    with pytest.raises(AssertionError, match="predict_one"):
+        check_detector(_Leaky())
+
+
+def test_a_genuine_river_clusterer() -> None:
+    river_checks.check_estimator(OnlineRegimeDetector())
+    # it composes in a river pipeline: scaled features in, regime ids out
+    model = compose.Pipeline(
+        compose.FuncTransformer(lambda x: {"load": x["load"] / 10.0}),
+        OnlineRegimeDetector(window_s=1.0, min_regime_s=60.0),
+    )
+    rng = np.random.default_rng(0)
+    for v in np.r_[rng.normal(0, 1, 150), rng.normal(8, 1, 150)]:
+        model.learn_one({"load": float(v)})
+    assert model["OnlineRegimeDetector"].current == 1
+
+
+def test_get_params_is_every_detector_param() -> None:
+    p = OnlineRegimeDetector(dwell_s=20.0).get_params()
+    assert p == DetectorParams(dwell_s=20.0).as_dict()
+    assert OnlineRegimeDetector.from_params(DetectorParams.from_dict(p)).dwell_s == 20.0
+    with pytest.raises(InputError, match="unknown detector parameters"):
+        DetectorParams.from_dict({"z": 5})
+
+
+def test_abrupt_regimes_are_found_and_dated() -> None:
     frame = steps((0, 300), (2, 400), (3, 500), seed=1)
-    h = OnlineRegimeDetector().detect(frame)
+    h = OnlineRegimeDetector(window_s=10.0).detect(frame)
     assert ari(frame["label"], h.labels) > 0.97
     assert [s.regime_id for s in h.segments] == [0, 1, 2]
     real = [c for c in h.changes if c.from_id is not None]
     assert [c.at_window for c in real] == pytest.approx([300, 700], abs=2)
-    assert all(c.delay_windows <= 2 for c in real)  # dwell (3) windows show the step
 
 
 def test_a_returning_regime_gets_its_old_id_back() -> None:
     frame = steps((0, 200), (3, 200), (0, 200), (3, 200), seed=2)
-    h = OnlineRegimeDetector().detect(frame)
+    h = OnlineRegimeDetector(window_s=10.0).detect(frame)
     assert [s.regime_id for s in h.segments] == [0, 1, 0, 1]
     assert len(h.regimes) == 2
 
 
-def test_ids_stay_stable_while_centroids_drift() -> None:
-    # a plateau whose read rate doubles slowly (0.7 feature units), the flash crowd, then the
-    # drifted plateau again: it keeps id 0, and no extra regime appears
-    base = steps((3, 1500), (0, 200), (3, 200), seed=3)
+def test_a_new_level_is_not_the_nearest_known_one() -> None:
+    # three levels a factor 2 apart: the third is nearer to the second than the first, but
+    # it is none of them, so it gets a new id
+    x = np.r_[np.full(200, 1.0), np.full(200, 3.0), np.full(200, 4.0)]
+    x = x + np.random.default_rng(1).normal(0, 0.1, len(x))
+    h = detect_series(x)
+    assert [s.regime_id for s in h.segments] == [0, 1, 2]
+
+
+def test_no_reversal_on_a_plateau_with_one_window_dips() -> None:
+    base = stationary_frame(1440, seed=4)
     cols = {k: v.copy() for k, v in base.columns.items()}
-    factor = np.r_[np.linspace(1.0, 2.0, 1500), np.ones(200), np.full(200, 2.0)]
-    cols["reads"] = (cols["reads"] * factor).astype(np.int64)
-    frame = type(base)(columns=cols, bucket_load=base.bucket_load, bucket_bytes=base.bucket_bytes)
-    det = OnlineRegimeDetector()
-    det.detect(frame.slice(0, 100))
-    before = np.array(det.regimes[0].centroid)
-    h = det.detect(frame.slice(100, len(frame)))
-    after = np.array(det.regimes[0].centroid)
-    assert [s.regime_id for s in h.segments] == [0, 1, 0]
-    assert len(det.regimes) == 2
-    reads = list(FEATURES).index("log_reads")
-    assert after[reads] - before[reads] > 0.3  # the centroid moved, the id did not
-
-
-def test_no_flapping_on_a_noisy_stationary_trace() -> None:
-    for seed in range(3):
-        frame = stationary_frame(3600, seed=seed, noise=0.05)
-        h = OnlineRegimeDetector().detect(frame)
-        assert [c.from_id for c in h.changes] == [None]
-        assert set(h.labels.tolist()) == {0}
-
-
-def test_hysteresis_and_dwell_suppress_short_excursions() -> None:
-    # two-window bursts of another regime are noise, not a change
-    parts = []
-    for _ in range(10):
-        parts += [(3, 60), (0, 2)]
-    frame = steps(*parts, seed=6)
-    h = OnlineRegimeDetector(dwell=3).detect(frame)
+    rng = np.random.default_rng(4)
+    dips = rng.choice(np.arange(20, 1440), size=40, replace=False)  # a stalled worker every few minutes
+    cols["reads"][dips] = (cols["reads"][dips] * rng.uniform(0.6, 0.8, len(dips))).astype(np.int64)
+    frame = WindowFrame(columns=cols, bucket_load=base.bucket_load, bucket_bytes=base.bucket_bytes)
+    h = OnlineRegimeDetector(window_s=10.0).detect(frame)
     assert [c.from_id for c in h.changes] == [None]
 
 
-def test_detect_equals_update_window_by_window() -> None:
-    frame = steps((0, 120), (2, 150), (0, 60), (3, 120), seed=7)
-    batch = OnlineRegimeDetector().detect(frame)
-    online = OnlineRegimeDetector()
-    changes = [c for c in (online.update(w) for w in frame.records()) if c is not None]
-    assert changes == batch.changes
-    assert online.current == int(batch.labels[-1])
+def test_one_or_two_active_keys_are_one_regime() -> None:
+    # a flash crowd on one or two keys: the active-key count flips between 1 and 2 at random
+    base = steps((0, 720), seed=5)
+    cols = {k: v.copy() for k, v in base.columns.items()}
+    cols["active_keys"] = np.random.default_rng(5).integers(1, 3, len(base)).astype(np.int64)
+    frame = WindowFrame(columns=cols, bucket_load=base.bucket_load, bucket_bytes=base.bucket_bytes)
+    h = OnlineRegimeDetector(window_s=10.0).detect(frame)
+    assert [c.from_id for c in h.changes] == [None]
 
 
-def test_save_and_load_give_identical_predictions(tmp_path: Path) -> None:
-    frame = steps((0, 150), (2, 150), (3, 150), (2, 150), seed=8)
-    first, second = frame.slice(0, 320), frame.slice(320, len(frame))
-    whole = OnlineRegimeDetector()
-    whole.detect(first)
-    path = tmp_path / "det.json"
-    whole.save(path)
-    json.loads(path.read_text())  # plain JSON, no pickle
-    restored = OnlineRegimeDetector.load(path)
-    a, b = whole.detect(second), restored.detect(second)
-    np.testing.assert_array_equal(a.labels, b.labels)
-    assert a.changes == b.changes
-    x = dict(zip(FEATURES, np.linspace(1, 7, len(FEATURES)).tolist(), strict=True))
-    assert whole.predict_one(x) == restored.predict_one(x)
-    assert whole.to_state() == restored.to_state()
+def test_an_edge_window_is_rated_by_the_time_it_covers() -> None:
+    # the trace starts 7 s into a 10-s window: the first window covers 3 s and holds 3 s of
+    # requests; rated by its length it is like the others, and no change opens there
+    base = stationary_frame(400, seed=6)  # 1-s windows: scale them to 10 s, the first to 3 s
+    cols = {k: v.copy() for k, v in base.columns.items()}
+    cols["length"] = np.full(len(base), 10.0)
+    cols["length"][0] = 3.0
+    for name in ("reads", "writes"):
+        cols[name] = cols[name] * 10
+        cols[name][0] = cols[name][0] * 3 // 10
+    frame = WindowFrame(columns=cols, bucket_load=base.bucket_load, bucket_bytes=base.bucket_bytes)
+    h = OnlineRegimeDetector(window_s=10.0).detect(frame)
+    assert [c.from_id for c in h.changes] == [None]
+    assert h.labels[0] == h.labels[-1] == 0
 
 
-def test_learn_one_and_predict_one_follow_the_river_api() -> None:
-    det = OnlineRegimeDetector(dwell=2)
-    low = dict.fromkeys(FEATURES, 1.0)
-    high = dict.fromkeys(FEATURES, 5.0)
-    assert det.predict_one(low) == 0
-    for _ in range(det.warmup + 5):
-        det.learn_one(low)
-    for _ in range(5):
-        det.learn_one(high)
-    assert det.current == 1
-    assert det.predict_one(low) == 0 and det.predict_one(high) == 1
-    with pytest.raises(InputError, match="finite"):
-        det.learn_one({**low, "log_reads": float("nan")})
+def test_durations_are_seconds_not_windows() -> None:
+    p = DetectorParams()
+    k10, k60 = p.kernel(window_s=10.0, n_features=6), p.kernel(window_s=60.0, n_features=6)
+    assert (k10.min_regime, k60.min_regime) == (30, 5)
+    assert k10.dwell == 3 and k60.dwell == 2  # never below two windows
 
 
-def test_k_caps_the_number_of_regimes() -> None:
-    frame = steps((0, 100), (2, 100), (3, 100), seed=9)
-    h = OnlineRegimeDetector(k=2).detect(frame)
-    assert len(h.regimes) == 2
+def test_series_rows_are_windows_and_changes_are_row_indices() -> None:
+    x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
+    h = detect_series(x)
+    assert [(c.from_id, c.to_id, c.at_window) for c in h.changes] == [(None, 0, 0), (0, 1, 100)]
+    # one row = one window of step_s: a coarser step needs fewer rows to make a regime
+    assert detect_series(x[:125], step_s=60.0).changes[-1].at_window == pytest.approx(100, abs=1)
+    assert len(detect_series(x[:125]).changes) == 1  # 25 rows of 10 s < min_regime_s
+
+
+def test_a_saved_state_continues_exactly(tmp_path: Path) -> None:
+    frame = steps((0, 300), (2, 400), seed=7)
+    whole = OnlineRegimeDetector(window_s=10.0)
+    whole.detect(frame.slice(0, 350))
+    whole.save(tmp_path / "det.json")
+    restored = OnlineRegimeDetector.load(tmp_path / "det.json")
+    a, b = whole.detect(frame.slice(350, 700)), restored.detect(frame.slice(350, 700))
+    assert a.labels.tolist() == b.labels.tolist()
+
+
+def test_states_of_the_old_format_fail_with_what_to_do(tmp_path: Path) -> None:
+    old = json.loads((DATA / "detector_v1.json").read_text())
+    with pytest.raises(InputError, match=r"format 1 .*re-run `regimetune detect"):
+        OnlineRegimeDetector.from_state(old)
+    v2 = {**old, "format_version": 2}
+    with pytest.raises(InputError, match=r"format 2 .*cannot be converted to format 3"):
+        OnlineRegimeDetector.from_state(v2)
+    with pytest.raises(InputError, match="not supported"):
+        OnlineRegimeDetector.from_state({**OnlineRegimeDetector().to_state(), "format_version": 99})
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(InputError, match="not a JSON detector state"):
+        OnlineRegimeDetector.load(tmp_path / "bad.json")
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "frame_fn", "match"),
-    [
-        ({}, empty_frame, "no windows"),
-        ({}, lambda: steps((0, 1)), "single window"),
-        ({"k": 50}, lambda: steps((0, 20)), "cannot be found"),
-        ({"dwell": 0}, lambda: steps((0, 20)), "dwell"),
-        ({"radius": -1.0}, lambda: steps((0, 20)), "radius"),
-        ({"alpha": 2.0}, lambda: steps((0, 20)), "alpha"),
-    ],
+    "kwargs", [{"dwell_s": 0}, {"match_p": 1.5}, {"features": ("nope",)}, {"min_regime_s": 1.0}]
 )
-def test_bad_input_gives_a_clear_error(kwargs: dict, frame_fn, match: str) -> None:
-    with pytest.raises(InputError, match=match):
-        OnlineRegimeDetector(**kwargs).detect(frame_fn())
+def test_bad_parameters_are_refused(kwargs: dict) -> None:  # type: ignore[type-arg]
+    with pytest.raises(InputError):
+        OnlineRegimeDetector(**kwargs).detect(steps((0, 50)))
 
 
-def test_bad_state_is_refused(tmp_path: Path) -> None:
-    state = OnlineRegimeDetector().to_state()
-    with pytest.raises(InputError, match="format"):
-        OnlineRegimeDetector.from_state({**state, "format_version": 99})
-    broken = json.loads(json.dumps(state))
-    broken["kernel"]["centroids"] = [[1.0]]
-    with pytest.raises(InputError, match="shape"):
-        OnlineRegimeDetector.from_state(broken)
-    path = tmp_path / "x.json"
-    path.write_text("{not json")
-    with pytest.raises(InputError, match="JSON"):
-        OnlineRegimeDetector.load(path)
-
-
-def test_a_new_regime_is_centred_on_its_own_windows_not_the_step() -> None:
-    # a step between the two plateaus with two windows that straddle it (half of each
-    # rate): the regime founded there is, after the change, the mean of its own windows
-    base = steps((2, 300), (3, 60), seed=4, noise=0.01)
-    cols = {k: v.copy() for k, v in base.columns.items()}
-    for c in ("reads", "writes"):
-        cols[c][300:302] = (cols[c][298:300] + cols[c][302:304]) // 2
-    frame = type(base)(columns=cols, bucket_load=base.bucket_load, bucket_bytes=base.bucket_bytes)
+def test_bad_inputs_are_refused() -> None:
+    with pytest.raises(InputError, match="no windows"):
+        OnlineRegimeDetector().detect(empty_frame())
+    with pytest.raises(InputError, match="non-finite"):
+        detect_series(np.array([1.0, np.nan, 2.0]))
     det = OnlineRegimeDetector()
-    h = det.detect(frame)
-    assert [s.regime_id for s in h.segments] == [0, 1]
-    at = h.changes[-1].at_window
-    x = FeatureExtractor(lag=det.lag, features=det.features).transform(frame)
-    reads = det.feature_names.index("log_reads")
-    own = x[at + det.dwell :, reads].mean()
-    assert det.regimes[1].centroid[reads] == pytest.approx(own, abs=1e-9)
-    assert abs(x[300:302, reads].mean() - own) > 0.1  # the straddling windows sit well apart
+    det.detect(steps((0, 50)))
+    with pytest.raises(InputError, match="cannot mix"):
+        det.learn_one({"x": 1.0})
+
+
+def test_the_labelled_series_is_real() -> None:
+    assert labelled_series().shape == (105, 1)
+
+
+def test_a_state_is_strict_json_even_with_missing_values() -> None:
+    # the first window's keyspace growth is missing (NaN): the state must still be JSON that
+    # PostgreSQL's jsonb and strict parsers accept, and read back to the same detector
+    det = OnlineRegimeDetector(window_s=10.0)
+    det.detect(steps((0, 40), seed=3))
+    text = json.dumps(det.to_state(), allow_nan=False)
+    again = OnlineRegimeDetector.from_state(json.loads(text))
+    assert json.dumps(again.to_state(), allow_nan=False) == text

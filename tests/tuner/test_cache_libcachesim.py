@@ -56,7 +56,9 @@ def test_static_lru_equals_libcachesim_on_a_parsplice_like_trace(tmp_path, capac
     from regimetune.collectors import GeneratorConfig, generate
     from regimetune.models import EventBatch
 
-    b = EventBatch.concat(list(generate(GeneratorConfig(duration_s=600, workers=32, seed=4))))
+    b = EventBatch.concat(
+        list(generate(GeneratorConfig(duration_s=600, workers=32, seed=4, preset="classic")))
+    )
     path = write_oracle(tmp_path / "parsplice.oracleGeneral.bin", b.ts, b.key)
     trace = CacheTrace.from_batches([b], window_s=10)
     assert simulate(trace, CachePolicy(mode="lru", limit_keys=capacity)).misses == lcs_misses(path, capacity)

@@ -29,7 +29,7 @@ def test_weights_scale_their_residuals():
     heavy = CacheObjective(efficiency_weight=3.0, memory_weight=0.5).residuals(
         efficiency=0.5, memory_fraction=0.5
     )
-    np.testing.assert_allclose(heavy, base * [3.0, 0.5, 0.5])
+    np.testing.assert_allclose(heavy, base * [3.0, 0.5, 0.5, 3.0])
     assert CacheObjective.value(base) == pytest.approx(float(np.sum(base**2)))
 
 

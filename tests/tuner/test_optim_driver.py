@@ -194,8 +194,8 @@ def test_bad_warm_start(point, value, match) -> None:
 
 
 def test_bad_workers() -> None:
-    with pytest.raises(ConfigError, match="num_workers"):
-        minimize(never_called, ROSEN, budget=5, num_workers=0)
+    with pytest.raises(ConfigError, match="batch_size"):
+        minimize(never_called, ROSEN, budget=5, batch_size=0)
 
 
 def test_changing_residual_count_is_a_failed_evaluation() -> None:

@@ -89,8 +89,10 @@ def test_tuning_contrasting_campaigns_beats_every_preset() -> None:
     stable_shrink = CampaignSpec(p_commission=0.25, **kw)  # type: ignore[arg-type]
     found = {}
     for name, spec in (("growth", volatile_growth), ("shrink", stable_shrink)):
-        w, rep = tune_weights(spec, budget=16, seed=0, n_seeds=1)
-        assert rep.value < min(rep.preset_values.values())
+        # on one training campaign (the held-out gate may keep the preset: tested elsewhere)
+        _, rep = tune_weights(spec, budget=16, seed=0, n_seeds=1, n_held_out=0)
+        w = rep.candidate
+        assert rep.candidate_value < min(rep.preset_values.values())
         assert max(w.w_load, w.w_data) == pytest.approx(1.0)
         found[name] = w
     a, b = found["growth"], found["shrink"]

@@ -17,7 +17,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def small_trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("tune") / "parsplice.csv"
-    write_events(generate(GeneratorConfig(duration_s=900, workers=16, seed=2)), path)
+    write_events(generate(GeneratorConfig(duration_s=900, workers=16, seed=2, preset="classic")), path)
     return path
 
 
@@ -58,3 +58,33 @@ def test_bad_options_exit_2_with_one_line(small_trace, args, message):
     res = runner.invoke(app, ["tune", str(small_trace), *args])
     assert res.exit_code == 2
     assert message in res.stderr and "Traceback" not in res.output
+
+
+def test_tune_cost_model_options_reach_the_report(small_trace):
+    res = runner.invoke(
+        app,
+        ["tune", str(small_trace), "--budget", "8", "--workers", "0", "--json", "--miss-cost", "0.3",
+         "--store-headroom", "2", "--max-limit", "5%", "--holdout", "0.2"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["cost_model"]["miss_cost"] == 0.3 and report["cost_model"]["store_headroom"] == 2.0
+    assert report["max_limit_keys"] == max(1, round(0.05 * report["trace"]["keys"]))
+    assert all(n <= report["max_limit_keys"] for n in report["best"]["limits"].values())
+    assert set(report["sweep"]) == {"0.01", "0.05", "0.2", "1"}
+    assert "push" in report["decision"] and "efficiency" in report["binds"]
+
+
+def test_tune_prints_the_sweep_and_the_decision(small_trace):
+    res = runner.invoke(app, ["tune", str(small_trace), "--budget", "4", "--workers", "0"])
+    assert res.exit_code == 0, res.output
+    assert "miss cost" in res.stdout and ("push:" in res.stdout or "do not push:" in res.stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"), [(["--max-limit", "lots"], "key limit"), (["--miss-cost", "-1"], "--miss-cost")]
+)
+def test_bad_cost_options_exit_2(small_trace, args, message):
+    res = runner.invoke(app, ["tune", str(small_trace), "--budget", "2", "--workers", "0", *args])
+    assert res.exit_code == 2
+    assert message in res.output and "Traceback" not in res.output

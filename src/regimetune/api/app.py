@@ -14,36 +14,33 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from regimetune import __version__
+from regimetune.api.auth import WriteTokenFirst
+from regimetune.api.docs import install_offline_docs
 from regimetune.api.engine import Engine
 from regimetune.api.errors import BodyLimit, install_error_handlers
 from regimetune.api.jobs import JobManager
-from regimetune.api.metrics import Metrics
+from regimetune.api.metrics import IngestAccounting, Metrics
 from regimetune.api.outbox import SqlOutboxStore
 from regimetune.api.routes import ROUTERS
 from regimetune.api.routes.policies import PolicyFastPath
 from regimetune.api.settings import PushSettings, Settings
 from regimetune.api.store import Store
 from regimetune.models import ConfigError, Objective, PushOutcome, TuningRun
-from regimetune.push import Backend, DeliveryEvent, OutboxWorker, ReferenceBackend, RestBackend, RetryPolicy
+from regimetune.push import Backend, DeliveryEvent, OutboxWorker, RetryPolicy, backend_for
 
 log = logging.getLogger(__name__)
 
 
 def make_backend(cfg: PushSettings) -> Backend | None:
-    """The push adapter the settings name (None: pull only)."""
-    token = None if cfg.token is None else cfg.token.get_secret_value()
-    if cfg.backend == "none":
-        return None
-    assert cfg.url is not None
-    if cfg.backend == "reference":
-        return ReferenceBackend(cfg.url, token=token, timeout=cfg.timeout_s)
-    return RestBackend(
+    """The push adapter the settings name (None: pull only), picked by the push registry."""
+    return backend_for(
+        cfg.backend,
         cfg.url,
+        token=None if cfg.token is None else cfg.token.get_secret_value(),
+        timeout=cfg.timeout_s,
         method=cfg.method,
         payload=cfg.payload,
         headers=cfg.headers,
-        token=token,
-        timeout=cfg.timeout_s,
     )
 
 
@@ -122,12 +119,15 @@ def _on_delivery(store: Store, metrics: Metrics) -> Any:
                 PushOutcome.DELIVERED,
                 "delivered" + (" (backend already held it)" if ev.duplicate else ""),
             )
-        elif ev.kind == "failed":
+        elif ev.kind == "superseded":
+            store.set_outcome(ev.version, PushOutcome.SUPERSEDED, f"not delivered: {ev.error}")
+        elif ev.kind in ("failed", "refused"):
             kept = "none" if ev.in_force is None else f"version {ev.in_force}"
+            what = "refused by the backend" if ev.kind == "refused" else "push failed"
             store.set_outcome(
                 ev.version,
-                PushOutcome.FAILED,
-                f"push failed ({ev.error}); the last known-good policy stays in force: {kept}",
+                PushOutcome.REFUSED if ev.kind == "refused" else PushOutcome.FAILED,
+                f"{what} ({ev.error}); later versions go on; the backend keeps {kept}",
             )
         elif ev.kind == "stalled":
             store.set_outcome(
@@ -169,6 +169,7 @@ def create_app(
                 base=p.backoff_base_s, cap=max(p.backoff_max_s, p.backoff_base_s), max_attempts=p.max_attempts
             ),
             on_event=_on_delivery(store, metrics),
+            supersede=p.supersede,
         )
     engine = Engine(
         settings=settings,
@@ -217,10 +218,12 @@ def create_app(
             log.exception("cannot start a tuning job for regime %d", regime_id)
 
     engine.on_unknown_regime = tune_unknown
+    metrics.watch_engine(engine)
     engine.start()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        jobs.recover()  # jobs a crash left "running" are interrupted; stale uploads go
         if worker is not None:
             app.state.worker_thread = worker.start(idle=settings.push.poll_interval_s)
         try:
@@ -239,6 +242,8 @@ def create_app(
         version=__version__,
         description="Online workload-regime detection and per-regime tuning of elastic storage services.",
         lifespan=lifespan,
+        docs_url=None,  # served with packaged assets by install_offline_docs
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.store = store
@@ -249,17 +254,15 @@ def create_app(
     app.state.worker_thread = None
     app.state.jobs = jobs
     install_error_handlers(app)
+    install_offline_docs(app)
     for router in ROUTERS:
         app.include_router(router)
-    app.add_middleware(
-        BodyLimit,
-        limit=settings.ingest.max_body_bytes,
-        prefixes=("/v1/ingest",),
-        on_reject=lambda: metrics.ingest_rejected.labels(reason="too_large").inc(),
-    )
+    app.add_middleware(BodyLimit, limit=settings.ingest.max_body_bytes, prefixes=("/v1/ingest",))
     app.add_middleware(
         BodyLimit, limit=settings.tuning.max_upload_bytes, prefixes=("/v1/tuning-jobs/upload",)
     )
+    app.add_middleware(WriteTokenFirst, auth=settings.auth)  # before any body is read
+    app.add_middleware(IngestAccounting, metrics=metrics)  # sees every ingest refusal, 401s too
     app.add_middleware(_Timing, metrics=metrics)
     if not settings.auth.protect_reads:
 

@@ -1,13 +1,19 @@
 """Bearer-token checks: writes need a write token; reads need a read or write token when
-``auth.protect_reads`` is set. Tokens are compared in constant time and never echoed."""
+``auth.protect_reads`` is set. Tokens are compared in constant time and never echoed.
+
+Writes are checked twice: by :class:`WriteTokenFirst` before anything reads the request
+body (a large body without a token costs no memory or parsing), and by the routes'
+dependency, which documents the security scheme in the OpenAPI document."""
 
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
 from regimetune.api.settings import AuthSettings
 
@@ -23,7 +29,10 @@ def _matches(token: str, allowed: tuple[str, ...]) -> bool:
 
 
 def _check(request: Request, creds: HTTPAuthorizationCredentials | None, *, write: bool) -> None:
-    cfg: AuthSettings = request.app.state.settings.auth
+    _check_token(request.app.state.settings.auth, None if creds is None else creds.credentials, write=write)
+
+
+def _check_token(cfg: AuthSettings, token: str | None, *, write: bool) -> None:
     writers = tuple(t.get_secret_value() for t in cfg.write_tokens)
     readers = tuple(t.get_secret_value() for t in cfg.read_tokens)
     if write:
@@ -34,13 +43,13 @@ def _check(request: Request, creds: HTTPAuthorizationCredentials | None, *, writ
         if not cfg.protect_reads:
             return
         allowed = writers + readers
-    if creds is None or not creds.credentials:
+    if not token:
         raise HTTPException(
             401,
             "a bearer token is required (Authorization: Bearer <token>)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    if not _matches(creds.credentials, allowed):
+    if not _matches(token, allowed):
         what = "write" if write else "read"
         raise HTTPException(403, f"the bearer token does not grant {what} access")
 
@@ -56,4 +65,28 @@ async def require_read(request: Request, creds: Credentials) -> None:
 WriteAccess = Depends(require_write)
 ReadAccess = Depends(require_read)
 
-__all__ = ["ReadAccess", "WriteAccess", "require_read", "require_write"]
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class WriteTokenFirst:
+    """ASGI middleware: a write request under ``/v1/`` without a valid write token is answered
+    401/403 before its body is read (every write route of the API needs that token)."""
+
+    def __init__(self, app: Any, *, auth: AuthSettings) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] in _WRITE_METHODS and scope["path"].startswith("/v1/"):
+            header = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+            scheme, token = get_authorization_scheme_param(header.decode("latin-1"))
+            try:
+                _check_token(self.auth, token if scheme.lower() == "bearer" else None, write=True)
+            except HTTPException as exc:
+                resp = JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+                await resp(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+__all__ = ["ReadAccess", "WriteAccess", "WriteTokenFirst", "require_read", "require_write"]

@@ -7,6 +7,14 @@ and replays the stored batches through a fresh aggregator: windows already commi
 rebuild the aggregator (keyspace); later ones go through detection as if live, so a restart
 after SIGKILL loses no acknowledged batch and keeps the same regime ids.
 
+Event time (``api/lateness.py``): a window stays open for late batches of other daemons while
+it is within ``ingest.allowed_lateness_windows`` of the newest; a batch that is too late or
+dated too far ahead is refused before it is stored. Windows nobody reported are skipped in
+O(1) (silence is not zero load); a stored batch that the rules refuse (e.g. from an older
+version) is skipped on replay with the reason logged. When no batch arrives for
+``engine.stale_after_windows`` windows the telemetry is stale: nothing is decided, the policy
+in force stays, and the decision log, a metric and ``/readyz`` say so.
+
 Modes (as Kubernetes' VPA): ``off`` stores windows and regimes only; ``recommend`` logs a
 decision (with the policy it would choose) and pushes nothing; ``auto`` stores a new policy
 version and enqueues it for the push worker. ``pause`` acts as ``recommend`` until resumed.
@@ -14,6 +22,8 @@ version and enqueues it for the push worker. ``pause`` acts as ``recommend`` unt
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import queue
@@ -25,12 +35,15 @@ from typing import Any, Literal
 
 import numpy as np
 
+from regimetune.api.lateness import Part, WindowBuffer
 from regimetune.api.metrics import Metrics
 from regimetune.api.settings import BoundsSettings, Settings
 from regimetune.api.store import Store, StoredBatch
+from regimetune.api.telemetry import TelemetryWatch
 from regimetune.models import (
     BoundsError,
     ConfigError,
+    ConflictError,
     Decision,
     InputError,
     Policy,
@@ -45,6 +58,16 @@ log = logging.getLogger(__name__)
 Mode = Literal["off", "recommend", "auto"]
 _CHECKPOINT = "engine"
 _SNAPSHOT = "aggregator"
+_SNAPSHOT_FORMAT = 2  # 2: absolute window indices and the open windows of the lateness buffer
+_ORIGIN = (
+    "engine.detector_origin"  # fingerprint of the policy file's detector state the detector started from
+)
+_HELD = "engine.held"
+_HOUR = 3600.0
+
+
+def _fingerprint(state: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def check_bounds(policy: Policy, bounds: BoundsSettings) -> None:
@@ -71,26 +94,53 @@ class IngestResult:
     duplicate: bool = False
 
 
+def _make_buffer(settings: Settings) -> WindowBuffer:
+    return WindowBuffer(
+        window_s=settings.engine.window_s,
+        lateness=settings.ingest.allowed_lateness_windows,
+        max_future_s=settings.ingest.max_future_s,
+    )
+
+
+_BUFFER = "buffer."  # prefix of the lateness buffer's arrays in the snapshot
+
+
 def _make_aggregator(
     settings: Settings, snapshot: tuple[int, dict[str, Any], dict[str, np.ndarray]] | None
-) -> tuple[Any, int, float]:
-    """The windowing aggregator, the last batch it has taken and the engine's ingest frontier:
-    restored from ``snapshot`` when one was taken with the same settings, else a fresh one
-    that the stored batches then rebuild."""
+) -> tuple[Any, WindowBuffer, int]:
+    """The windowing aggregator (windows numbered from time 0, so a window's index is its
+    start over ``window_s`` whatever was pruned), the lateness buffer and the last batch they
+    have taken: restored from ``snapshot`` when one was taken by this version with the same
+    settings, else fresh ones that the stored batches then rebuild."""
     from regimetune.collectors import WindowAggregator
 
-    fresh = WindowAggregator(window_s=settings.engine.window_s, n_buckets=settings.engine.n_buckets)
+    fresh = WindowAggregator(
+        window_s=settings.engine.window_s, n_buckets=settings.engine.n_buckets, origin=0.0
+    )
+    buffer = _make_buffer(settings)
     if snapshot is None:
-        return fresh, 0, -math.inf
+        return fresh, buffer, 0
     seq, meta, arrays = snapshot
-    if meta["aggregator"].get("params") != fresh.get_params():
+    if meta.get("format") != _SNAPSHOT_FORMAT or meta["aggregator"].get("params") != fresh.get_params():
         log.warning(
-            "the aggregator snapshot was taken with other settings (%s); starting from the stored batches",
+            "the aggregator snapshot was taken with other settings or by an older version (%s); "
+            "starting from the stored batches",
             meta["aggregator"].get("params"),
         )
-        return fresh, 0, -math.inf
-    frontier = -math.inf if meta.get("frontier") is None else float(meta["frontier"])
-    return WindowAggregator.from_state(meta["aggregator"], arrays), seq, frontier
+        return fresh, buffer, 0
+    mine = {n: a for n, a in arrays.items() if not n.startswith(_BUFFER)}
+    buffer.restore(meta["buffer"], {n[len(_BUFFER) :]: a for n, a in arrays.items() if n.startswith(_BUFFER)})
+    return WindowAggregator.from_state(meta["aggregator"], mine), buffer, seq
+
+
+def batch_digest(kind: str, window_start: float, columns: dict[str, np.ndarray]) -> str:
+    """A hash of a batch's content: the same Idempotency-Key with another body is refused."""
+    h = hashlib.sha256(f"{kind}\n{window_start!r}\n".encode())
+    for name in sorted(columns):
+        arr = np.ascontiguousarray(columns[name])
+        h.update(f"{name}:{arr.dtype.str}:{len(arr)}\n".encode())
+        h.update(arr.data)
+    return h.hexdigest()
 
 
 def _make_detector(settings: Settings, state: dict[str, Any] | None) -> Any:
@@ -104,7 +154,7 @@ def _make_detector(settings: Settings, state: dict[str, Any] | None) -> Any:
     if state is not None:
         return OnlineRegimeDetector.from_state(state)
     try:
-        return OnlineRegimeDetector(**settings.engine.detector)
+        return OnlineRegimeDetector(**{"window_s": settings.engine.window_s, **settings.engine.detector})
     except TypeError as exc:
         raise ConfigError(f"engine.detector: {exc}") from exc
 
@@ -141,40 +191,69 @@ class Engine:
         self._started = False
         self._queue: queue.Queue[tuple[int, str, float, dict[str, np.ndarray]] | None] | None = None
         self._thread: threading.Thread | None = None
+        self.telemetry = TelemetryWatch(
+            settings=settings.engine,
+            store=store,
+            metrics=metrics,
+            clock=clock,
+            current_regime=lambda: self.current_regime,
+        )
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Load the policy file, restore the detector and replay the stored batches."""
         with self._lock:
             self._file = self._load_policy_file()
+            self._held: int | None = self.store.get_kv(_HELD)  # the flap budget held its policy back
             self._mode: Mode = self.store.get_kv("engine.mode", self.settings.engine.mode)
             self._paused: bool = bool(self.store.get_kv("engine.paused", self.settings.engine.paused))
             state, last_window = self.store.load_checkpoint(_CHECKPOINT)
             self._committed_window = last_window if state is not None else -1
-            self._detector = _make_detector(self.settings, None if state is None else state["detector"])
-            self._aggregator, seq0, self._frontier = _make_aggregator(
+            detector_state = self._detector_state(None if state is None else state["detector"])
+            self._detector = _make_detector(self.settings, detector_state)
+            self._aggregator, self._buffer, seq0 = _make_aggregator(
                 self.settings, self.store.load_snapshot(_SNAPSHOT)
             )
-            self._n_windows = self._committed_window + 1
+            self._gate = _make_buffer(self.settings)  # admission: the buffer as of every acknowledged batch
+            self._gate.newest = self._buffer.newest
+            self._n_windows = self.store.count_windows()  # windows are numbered by time: count them
             self._last_seq = self._applied_seq = self._agg_seq = seq0
             self._snapshot_at = time.monotonic()
             self._started = True
-            for batch in self.store.batches_after(seq0):
-                self._apply(batch.seq, batch.kind, batch.window_start, batch.columns)
-                self._last_seq = self._applied_seq = batch.seq
-                self._advance_frontier(batch.kind, batch.window_start, batch.columns)
+            self._replay(seq0)
+            first = self._first_version()
             self._update_gauges()
+        if first is not None and self.on_version is not None:
+            self.on_version(first)
         if self.settings.ingest.apply == "async" and self._thread is None:
             self._queue = queue.Queue(maxsize=self.settings.ingest.queue_batches)
             self._thread = threading.Thread(target=self._run, name="regimetune-engine", daemon=True)
             self._thread.start()
+        self.telemetry.start()
+
+    def _replay(self, seq0: int) -> None:
+        """Apply the stored batches after ``seq0``; one that today's rules refuse (stored by an
+        older version, e.g. a time in milliseconds) is skipped with the reason logged, so a
+        restart never replays into a dead end."""
+        now = self.clock()
+        for batch in self.store.batches_after(seq0):
+            self._last_seq = self._applied_seq = batch.seq
+            try:
+                self._validate(batch.kind, batch.window_start, batch.columns, now=now)
+                _, last = self._gate.admit(batch.kind, batch.window_start, batch.columns, now=now)
+            except InputError as exc:
+                log.warning("stored ingest batch %d skipped on replay: %s", batch.seq, exc)
+                continue
+            self._gate.note(last)
+            self._apply(batch.seq, batch.kind, batch.window_start, batch.columns)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Apply what is queued, then stop the background thread."""
+        """Apply what is queued, then stop the background threads."""
         if self._thread is not None and self._queue is not None:
             self._queue.put(None)
             self._thread.join(timeout)
             self._thread = None
+        self.telemetry.stop(timeout)
 
     def _run(self) -> None:
         assert self._queue is not None
@@ -203,16 +282,6 @@ class Engine:
     def applied_seq(self) -> int:
         return self._applied_seq
 
-    def _advance_frontier(self, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> None:
-        ws = self.settings.engine.window_s
-        if kind == "counts":
-            start = window_start
-        elif len(columns.get("ts", ())):
-            start = math.floor(float(columns["ts"][-1]) / ws) * ws
-        else:
-            return
-        self._frontier = max(self._frontier, start)
-
     def _load_policy_file(self) -> PolicyFile | None:
         path = self.settings.policy_file
         if path is None:
@@ -224,33 +293,120 @@ class Engine:
             raise ConfigError(f"cannot read policy file {path}: {exc.strerror}") from exc
         except ValueError as exc:
             raise ConfigError(f"policy file {path} is not a valid PolicyFile: {exc}") from exc
-        for rid, p in pf.regimes.items():
+        for p in (*pf.regimes.values(), pf.default):
             check_bounds(p, self.settings.engine.bounds)
-            if self.store.regime_policy(rid) is None:
-                self.store.put_regime_policy(p.model_copy(update={"regime_id": rid, "source": "tuned"}))
-        check_bounds(pf.default, self.settings.engine.bounds)
         return pf
+
+    def _detector_state(self, stored: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The state the detector starts from. A policy file's ``detector_state`` named its
+        regime ids, so the service starts from it (offline and online ids then mean the same
+        regimes) unless the store's detector already started from it. A store whose detector
+        learnt otherwise is refused, unless ``detector_from`` says which wins. The file's
+        per-regime policies are stored unless the store's detector wins."""
+        pf = self._file
+        if pf is None:
+            return stored
+        if pf.detector_state is None:
+            self._store_file_policies(overwrite=False)
+            return stored
+        origin = _fingerprint(pf.detector_state)
+        same = self.store.get_kv(_ORIGIN) == origin
+        if stored is not None and not same:
+            how = self.settings.detector_from
+            if how == "refuse":
+                raise ConfigError(
+                    f"the detector state in policy file {self.settings.policy_file} is not the one the "
+                    "store's detector started from, so their regime ids may name different regimes; "
+                    "choose which wins: --detector-from policy-file (detection restarts from the file) "
+                    "or --detector-from store (the file's per-regime policies are not loaded)"
+                )
+            if how == "store":
+                log.warning(
+                    "the store's detector wins over the policy file's: its per-regime policies are ignored"
+                )
+                return stored
+        if stored is not None and not same:  # the file wins: its state is the checkpoint from now on
+            self.store.save_checkpoint(_CHECKPOINT, {"detector": pf.detector_state}, self._committed_window)
+        if not same:
+            self.store.set_kv(_ORIGIN, origin)
+        self._store_file_policies(overwrite=stored is not None and not same)
+        return stored if same and stored is not None else pf.detector_state
+
+    def _store_file_policies(self, *, overwrite: bool) -> None:
+        assert self._file is not None
+        for rid, p in self._file.regimes.items():
+            if overwrite or self.store.regime_policy(rid) is None:
+                self.store.put_regime_policy(p.model_copy(update={"regime_id": rid, "source": "tuned"}))
+
+    def _first_version(self) -> PolicyVersion | None:
+        """With a policy file, its default is the policy in force before the first change."""
+        if self._file is None:
+            return None
+        push = self.pushing and self._mode == "auto" and not self._paused
+        return self.store.first_version(self._file.default, enqueue=push)
+
+    def _over_budget(self) -> str | None:
+        """Why a new version would break the flap budget (``push.max_per_hour``), or None."""
+        cap = self.settings.push.max_per_hour
+        if cap is None:
+            return None
+        made = self.store.count_versions_since(self.clock() - _HOUR)
+        if made < cap:
+            return None
+        return (
+            f"flap budget spent ({made} versions in the last hour, push.max_per_hour={cap}): "
+            "held back, applied once the budget allows"
+        )
+
+    def _hold(self, regime_id: int | None) -> None:
+        """Remember (in the store: a restart keeps it) which regime's change is held back."""
+        if regime_id != self._held:
+            self.store.set_kv(_HELD, regime_id)
+            self._held = regime_id
+
+    def knows_regime(self, regime_id: int) -> bool:
+        """Whether ``regime_id`` can name a regime: an id the detector may give out (below its
+        cap ``k`` or ``max_regimes``, so an operator can set a policy before the regime is
+        seen) or one that already has a policy."""
+        with self._lock:
+            det = self._detector
+            params = {} if det is None else det.get_params()
+        cap = params.get("k") or params.get("max_regimes") or 0
+        return regime_id < cap or self.store.regime_policy(regime_id) is not None
 
     # -- ingest -------------------------------------------------------------------------------
     def ingest(
         self, *, kind: str, window_start: float, columns: dict[str, np.ndarray], client_key: str | None = None
     ) -> IngestResult:
         """Make a batch durable, then apply it; returns its sequence number and the windows
-        it closed. Invalid input is refused before anything is stored. A batch sent again with
-        the same ``client_key`` (the daemon's Idempotency-Key) is acknowledged, not applied."""
+        it closed. Invalid input (including a window beyond the allowed lateness or too far
+        ahead) is refused before anything is stored. A batch sent again with the same
+        ``client_key`` (the daemon's Idempotency-Key) is acknowledged, not applied; another
+        batch under a key already used is a :class:`ConflictError`."""
         if not self._started:
             raise ConfigError("engine not started")
+        digest = None if client_key is None else batch_digest(kind, window_start, columns)
         with self._ingest_lock:
             if client_key is not None:
                 known = self.store.batch_by_key(client_key)
                 if known is not None:
-                    return IngestResult(seq=known[0], rows=known[1], windows=(), duplicate=True)
-            self._validate(kind, window_start, columns)
+                    seq0, rows0, digest0 = known
+                    if digest0 is not None and digest0 != digest:
+                        raise ConflictError(
+                            f"Idempotency-Key {client_key!r} was already used for another batch "
+                            f"(seq {seq0}); a new batch needs a new key"
+                        )
+                    self.telemetry.heard()
+                    return IngestResult(seq=seq0, rows=rows0, windows=(), duplicate=True)
+            now = self.clock()
+            self._validate(kind, window_start, columns, now=now)
+            _, last = self._gate.admit(kind, window_start, columns, now=now)
             seq = self.store.append_batch(
-                kind=kind, window_start=window_start, columns=columns, client_key=client_key
+                kind=kind, window_start=window_start, columns=columns, client_key=client_key, digest=digest
             )
             self._last_seq = seq
-            self._advance_frontier(kind, window_start, columns)
+            self._gate.note(last)
+            self.telemetry.heard()
             if self._queue is not None:
                 self._queue.put((seq, kind, window_start, columns))  # blocks when full: backpressure
                 closed: list[WindowStats] = []
@@ -280,8 +436,10 @@ class Engine:
         with self._lock:
             seq = self._agg_seq
             meta, arrays = self._aggregator.to_state()
-            frontier = None if self._frontier == -math.inf else self._frontier
-            self.store.save_snapshot(_SNAPSHOT, seq, {"aggregator": meta, "frontier": frontier}, arrays)
+            bmeta, barrays = self._buffer.to_state()
+            arrays |= {_BUFFER + n: a for n, a in barrays.items()}
+            snap = {"format": _SNAPSHOT_FORMAT, "aggregator": meta, "buffer": bmeta}
+            self.store.save_snapshot(_SNAPSHOT, seq, snap, arrays)
             self._snapshot_at = time.monotonic()
         pruned = self.store.prune_batches(
             through_seq=seq, received_before=time.time() - self.settings.ingest.keep_batches_s
@@ -289,56 +447,74 @@ class Engine:
         self.metrics.pruned_batches.inc(pruned)
         return pruned
 
-    def _validate(self, kind: str, window_start: float, columns: dict[str, np.ndarray]) -> None:
+    def _validate(
+        self, kind: str, window_start: float, columns: dict[str, np.ndarray], *, now: float
+    ) -> None:
+        """What the aggregator would refuse, checked before the batch is stored (the lateness
+        rules are the admission buffer's)."""
         if kind not in ("counts", "events"):
             raise InputError(f"unknown batch kind {kind!r}")
-        if not np.isfinite(window_start) or window_start < 0:
+        if not math.isfinite(window_start) or window_start < 0:
             raise InputError("window_start must be a finite number >= 0")
-        ws = self.settings.engine.window_s
-        if (
-            kind == "counts"
-            and self._frontier > -math.inf
-            and round((window_start - self._frontier) / ws) < 0
-        ):
-            raise InputError(
-                f"window starting at {window_start} is already closed (open window starts at {self._frontier})"
-            )
+        if kind == "events" and len(columns.get("ts", ())):
+            ts = columns["ts"]
+            if not np.isfinite(ts).all() or ts[0] < 0:
+                raise InputError("events.ts must be finite numbers >= 0")
         nb = self.settings.engine.n_buckets
         for name in ("bucket_load", "bucket_bytes"):
-            if name in columns and len(columns[name]) != nb:
-                raise InputError(f"{name} must hold engine.n_buckets={nb} values")
+            if name in columns:
+                col = columns[name]
+                if len(col) != nb:
+                    raise InputError(f"{name} must hold engine.n_buckets={nb} values")
+                if not np.isfinite(col).all() or (col < 0).any():
+                    raise InputError(f"{name} must hold finite values >= 0")
 
     def _apply(
         self, seq: int, kind: str, window_start: float, columns: dict[str, np.ndarray]
     ) -> list[WindowStats]:
-        """Batch ``seq`` through the aggregator (and the windows it closes through the rest);
-        called with the engine lock held."""
+        """Batch ``seq`` into the lateness buffer, the windows the watermark passed through
+        the aggregator and those through the rest; called with the engine lock held."""
         self._agg_seq = seq
-        agg = self._aggregator
-        if kind == "counts":
-            closed = agg.push_counts(
-                window_start,
-                columns["keys"],
-                columns["reads"],
-                columns.get("writes"),
-                bucket_load=columns.get("bucket_load"),
-                bucket_bytes=columns.get("bucket_bytes"),
-            )
-        else:
-            from regimetune.models import EventBatch
-
-            closed = agg.push(
-                EventBatch.from_columns(
-                    ts=columns["ts"], key=columns["key"], op=columns.get("op"), size=columns.get("size")
-                )
-            )
+        closed: list[WindowStats] = []
+        for k, parts in self._buffer.add(kind, window_start, columns):
+            closed.extend(self._close(k, parts))
         for w in closed:
             self._on_window(w)
         return closed
 
+    def _close(self, k: int, parts: list[Part]) -> list[WindowStats]:
+        """Window ``k`` from every part that arrived for it; the windows before it that nobody
+        reported are skipped in O(1), not closed as empty."""
+        from regimetune.models import EventBatch
+
+        agg = self._aggregator
+        start = k * self.settings.engine.window_s
+        agg.skip_to(start)
+        for kind, cols in parts:
+            if kind == "counts":
+                agg.push_counts(
+                    start,
+                    cols["keys"],
+                    cols["reads"],
+                    cols.get("writes"),
+                    bucket_load=cols.get("bucket_load"),
+                    bucket_bytes=cols.get("bucket_bytes"),
+                )
+            elif len(cols.get("ts", ())):
+                agg.push(
+                    EventBatch.from_columns(
+                        ts=cols["ts"], key=cols["key"], op=cols.get("op"), size=cols.get("size")
+                    )
+                )
+        return agg.close_window()
+
+    # -- stale telemetry ----------------------------------------------------------------------
+    def check_telemetry(self) -> str:
+        """``ok`` or why telemetry is stale (see :class:`TelemetryWatch`)."""
+        return self.telemetry.check()
+
     # -- windows and decisions ----------------------------------------------------------------
     def _on_window(self, w: WindowStats) -> None:
-        self._n_windows = max(self._n_windows, w.index + 1)
         if w.index <= self._committed_window:
             return  # replay: already committed before the restart, only the aggregator needed it
         change: RegimeChange | None = None
@@ -362,6 +538,7 @@ class Engine:
             enqueue=enqueue,
         )
         self._committed_window = w.index
+        self._n_windows += 1
         m = self.metrics
         m.windows.inc()
         m.current_regime.set(-1 if regime is None else regime)
@@ -376,6 +553,8 @@ class Engine:
         if change is not None and self.store.regime_policy(change.to_id) is None:
             if self.on_unknown_regime is not None:
                 self.on_unknown_regime(change.to_id)
+        if change is None and self._held is not None and self._held == regime and self._over_budget() is None:
+            self.apply_policy_now(self._held, "the flap budget allows again: the held-back change is applied")
 
     def choose_policy(self, regime_id: int) -> tuple[Policy, str]:
         """The policy for ``regime_id`` and where it came from: the stored (tuned or operator)
@@ -405,7 +584,11 @@ class Engine:
             "delay_windows": float(change.delay_windows),
         }
         auto = self._mode == "auto" and not self._paused
-        if not auto:
+        held = self._over_budget() if auto else None
+        self._hold(change.to_id if held is not None else None)
+        if held is not None:
+            outcome, detail, make_version, enqueue = PushOutcome.HELD, f"{why}; {held}", False, False
+        elif not auto:
             state = "engine paused" if self._paused else "mode recommend"
             outcome, detail, make_version, enqueue = (
                 PushOutcome.NOT_PUSHED,
@@ -443,13 +626,17 @@ class Engine:
             policy, why = self.choose_policy(regime_id)
             auto = self._mode == "auto" and not self._paused
             outcome = PushOutcome.PENDING if auto and self.pushing else PushOutcome.NOT_PUSHED
+            held = self._over_budget() if auto else None
+            self._hold(regime_id if held is not None else None)
+            if held is not None:
+                outcome, why, auto = PushOutcome.HELD, f"{why}; {held}", False
             decision = Decision(
                 at=self.clock(),
                 regime_from=regime_id,
                 regime_to=regime_id,
                 score=policy.score,
                 outcome=outcome,
-                detail=f"{reason}: {why}" + ("" if auto else "; not pushed"),
+                detail=f"{reason}: {why}" + ("" if auto or held else "; not pushed"),
             )
             _, version = self.store.record_decision(
                 decision, policy, make_version=auto, enqueue=auto and self.pushing
@@ -498,6 +685,7 @@ class Engine:
 
     @property
     def n_windows(self) -> int:
+        """Windows committed (a gap nobody reported holds none)."""
         return self._n_windows
 
     @property
@@ -516,6 +704,11 @@ class Engine:
 
     def stored_batches(self) -> list[StoredBatch]:  # for tests
         return list(self.store.batches_after(0))
+
+    @property
+    def open_windows(self) -> int:
+        """Windows held open for late batches."""
+        return self._buffer.open_windows
 
 
 __all__ = ["Engine", "IngestResult", "check_bounds"]

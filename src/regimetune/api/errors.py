@@ -1,43 +1,30 @@
-"""One place that maps the project's errors to HTTP statuses, and the request body limit."""
+"""The service's error handler (statuses from the one table of service and backend,
+:mod:`regimetune.models.http`) and the request body limit.
+
+A request that fails validation is a 422 whose body always serialises: a NaN, an infinity or
+a number too large for a float (``1e400``) in the input is echoed as a string, never as a
+bare ``NaN`` that JSON cannot carry."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
-from regimetune.models import (
-    BackendError,
-    BoundsError,
-    ConfigError,
-    ConflictError,
-    InfeasibleError,
-    InputError,
-    NotFoundError,
-    RegimetuneError,
-    TuningError,
-)
-
-# most specific first
-STATUS: tuple[tuple[type[RegimetuneError], int], ...] = (
-    (NotFoundError, 404),
-    (ConflictError, 409),
-    (InfeasibleError, 422),
-    (BoundsError, 422),
-    (InputError, 422),
-    (ConfigError, 422),
-    (BackendError, 502),
-    (TuningError, 500),
-)
+from regimetune.models import RegimetuneError
+from regimetune.models.http import http_status
 
 
 def status_of(exc: RegimetuneError) -> int:
-    for cls, status in STATUS:
-        if isinstance(exc, cls):
-            return status
-    return 500
+    """The status of ``exc``: one table for the service and the reference backend
+    (:mod:`regimetune.models.http`)."""
+    return http_status(exc)[0]
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -45,7 +32,23 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RegimetuneError)
         return JSONResponse({"detail": str(exc)}, status_code=status_of(exc))
 
+    async def _invalid(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+
     app.add_exception_handler(RegimetuneError, _handle)
+    app.add_exception_handler(RequestValidationError, _invalid)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by its name (``"nan"``, ``"inf"``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 Scope = MutableMapping[str, Any]
@@ -78,16 +81,16 @@ class BodyLimit:
                     await self._reject(scope, receive, send)
                     return
         seen = 0
-        too_big = False
 
         async def counted() -> Message:
-            nonlocal seen, too_big
+            # a streamed (chunked) body is counted as it arrives; the HTTPException passes
+            # through the framework's body parsing (which turns other errors into a 400)
+            nonlocal seen
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.limit:
-                    too_big = True
-                    raise _TooLarge
+                    raise _TooLarge(self.limit)
             return msg
 
         try:
@@ -98,14 +101,13 @@ class BodyLimit:
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.on_reject is not None:
             self.on_reject()
-        resp = JSONResponse(
-            {"detail": f"request body larger than the limit of {self.limit} bytes"}, status_code=413
-        )
+        resp = JSONResponse({"detail": _TooLarge(self.limit).detail}, status_code=413)
         await resp(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body larger than the limit of {limit} bytes")
 
 
-__all__ = ["BodyLimit", "STATUS", "install_error_handlers", "status_of"]
+__all__ = ["BodyLimit", "install_error_handlers", "status_of"]

@@ -6,9 +6,24 @@ with unbounded values (never a label per key or per regime id).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+ENGINE_MODES = ("off", "recommend", "auto")
+
+
+class EngineView(Protocol):
+    """What the engine gauges read at scrape time (the engine imports this module, so the
+    metrics see it only through this protocol)."""
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def mode(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -27,8 +42,11 @@ class Metrics:
     policy_version: Gauge
     pushes: Counter
     outbox_pending: Gauge
+    telemetry_stale: Gauge
     tuning_jobs: Counter
     request_duration: Histogram
+    engine_paused: Gauge
+    engine_mode: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -67,6 +85,11 @@ class Metrics:
             outbox_pending=Gauge(
                 "regimetune_outbox_pending_versions", "Policy versions waiting in the outbox.", registry=r
             ),
+            telemetry_stale=Gauge(
+                "regimetune_telemetry_stale",
+                "1 while no ingest batch arrived for engine.stale_after_windows windows (policy held).",
+                registry=r,
+            ),
             tuning_jobs=Counter(
                 "regimetune_tuning_jobs_total", "Tuning jobs finished, by status.", ["status"], registry=r
             ),
@@ -77,7 +100,81 @@ class Metrics:
                 buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
                 registry=r,
             ),
+            engine_paused=Gauge(
+                "regimetune_engine_paused",
+                "1 while the engine is paused (decisions are logged, nothing is pushed).",
+                registry=r,
+            ),
+            engine_mode=Gauge(
+                "regimetune_engine_mode",
+                "1 for the engine's current mode (off, recommend or auto), 0 for the others.",
+                ["mode"],
+                registry=r,
+            ),
         )
 
+    def watch_engine(self, engine: EngineView) -> None:
+        """Read the engine's pause switch and mode at every scrape, so the gauges can never
+        lag behind a ``POST /v1/engine/pause`` or a restart that restored the switch."""
+        self.engine_paused.set_function(lambda: float(engine.paused))
+        for mode in ENGINE_MODES:
+            self.engine_mode.labels(mode=mode).set_function(_is_mode(engine, mode))
 
-__all__ = ["Metrics"]
+
+def _is_mode(engine: EngineView, mode: str) -> Callable[[], float]:
+    return lambda: float(engine.mode == mode)
+
+
+_REJECTED = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+}
+"""The ``reason`` label of ``regimetune_ingest_rejected_total``, by status (bounded)."""
+
+
+class IngestAccounting:
+    """ASGI middleware on the ingest routes: the body bytes of every accepted batch go to
+    ``regimetune_ingest_bytes_total``, every refusal (auth, size, type, validation, lateness,
+    a reused Idempotency-Key, a server error) to ``regimetune_ingest_rejected_total``."""
+
+    def __init__(self, app: Any, *, metrics: Metrics, prefix: str = "/v1/ingest") -> None:
+        self.app = app
+        self.metrics = metrics
+        self.prefix = prefix
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        seen = 0
+        status = 0
+
+        async def counted() -> Any:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+            return msg
+
+        async def sent(msg: Any) -> None:
+            nonlocal status
+            if msg["type"] == "http.response.start":
+                status = int(msg["status"])
+            await send(msg)
+
+        try:
+            await self.app(scope, counted, sent)
+        finally:
+            if 200 <= status < 300:
+                self.metrics.ingest_bytes.inc(seen)
+            else:
+                reason = _REJECTED.get(status, "other" if 400 <= status < 500 else "server_error")
+                self.metrics.ingest_rejected.labels(reason=reason).inc()
+
+
+__all__ = ["ENGINE_MODES", "EngineView", "IngestAccounting", "Metrics"]

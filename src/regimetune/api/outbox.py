@@ -83,6 +83,12 @@ class SqlOutboxStore:
     def mark_failed(self, version: int, *, error: str, at: float) -> None:
         self._update(version, state="failed", last_error=error, delivered_at=at)
 
+    def mark_refused(self, version: int, *, error: str, at: float) -> None:
+        self._update(version, state="refused", last_error=error, delivered_at=at)
+
+    def mark_superseded(self, version: int, *, error: str, at: float) -> None:
+        self._update(version, state="superseded", last_error=error, delivered_at=at)
+
     def last_delivered(self) -> PolicyVersion | None:
         with self.store.engine.connect() as conn:
             row = conn.execute(

@@ -142,6 +142,14 @@ class IngestClient:
         r.raise_for_status()
         return r.json()
 
+    def post_body(self, body: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
+        """Send one batch already in the JSON of ``POST /v1/ingest`` (counts or events, with
+        buckets); ``key`` is its Idempotency-Key. Raises ``httpx`` errors as ``post_counts``."""
+        extra = {} if key is None else {"Idempotency-Key": key}
+        r = self.client.post(f"{self.base_url}/v1/ingest", json=body, headers={**self._headers(), **extra})
+        r.raise_for_status()
+        return r.json()
+
     def close(self) -> None:
         if self._own:
             self.client.close()

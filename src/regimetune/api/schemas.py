@@ -141,8 +141,12 @@ class TuningJobIn(BaseModel):
 
 
 class Health(BaseModel):
+    """``checks``: what must hold for readiness; ``detail``: what an operator should know
+    (e.g. ``telemetry``: stale when no daemon sent a batch for a while, the policy held)."""
+
     status: Literal["ok", "unavailable"]
     checks: dict[str, bool] = {}
+    detail: dict[str, str] = {}
 
 
 __all__ = [

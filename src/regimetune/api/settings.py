@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from regimetune.models.errors import ConfigError
+from regimetune.models.windows import DEFAULT_WINDOW_S
 
 _SECTION = ConfigDict(extra="forbid", frozen=True)
 _CONFIG_FILE: ContextVar[Path | None] = ContextVar("regimetune_config_file", default=None)
@@ -35,6 +36,19 @@ class StoreSettings(BaseModel):
     url: str = "sqlite:///regimetune.db"
     schema_name: str | None = None
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"
+
+    @model_validator(mode="after")
+    def _database_url(self) -> StoreSettings:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(self.url)
+        except ArgumentError:
+            raise ValueError(
+                "store.url is not a database URL (e.g. sqlite:///regimetune.db or postgresql+psycopg://host/db)"
+            ) from None
+        return self
 
 
 class AuthSettings(BaseModel):
@@ -60,7 +74,10 @@ class IngestSettings(BaseModel):
     ``queue_batches`` waiting, then ingest blocks); ``sync`` applies it before answering.
     Every ``snapshot_every_s`` (0: never) the windowing state is saved and the batches it
     covers are pruned once older than ``keep_batches_s`` (until then a resend with the same
-    Idempotency-Key is still recognised): the store no longer grows with every batch."""
+    Idempotency-Key is still recognised): the store no longer grows with every batch.
+    Event time: a window stays open for batches (of any daemon) while it is at most
+    ``allowed_lateness_windows`` behind the newest window reported; older batches, and batches
+    dated more than ``max_future_s`` after the service's clock, are refused before storing."""
 
     model_config = _SECTION
     max_body_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
@@ -69,6 +86,8 @@ class IngestSettings(BaseModel):
     queue_batches: Annotated[int, Field(ge=1)] = 256
     snapshot_every_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 300.0
     keep_batches_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 3600.0
+    allowed_lateness_windows: Annotated[int, Field(ge=0, le=10_000)] = 3
+    max_future_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 3600.0
 
 
 class BoundsSettings(BaseModel):
@@ -93,7 +112,9 @@ class BoundsSettings(BaseModel):
 
 class EngineSettings(BaseModel):
     """The online loop. ``mode``: ``off`` (ingest and store only), ``recommend`` (detect,
-    decide and log, push nothing), ``auto`` (push every decision)."""
+    decide and log, push nothing), ``auto`` (push every decision). When no batch arrived
+    for ``stale_after_windows`` windows (service clock), telemetry is stale: the policy in
+    force is held, and the metric, the decision log and ``/readyz`` say so."""
 
     model_config = _SECTION
     # tune_unknown_regimes: on a change to a regime without a stored policy, start a tuning
@@ -101,19 +122,25 @@ class EngineSettings(BaseModel):
     # stays in force meanwhile.
     mode: Literal["off", "recommend", "auto"] = "auto"
     paused: bool = False
-    window_s: Annotated[float, Field(gt=0)] = 1.0
+    window_s: Annotated[float, Field(gt=0)] = DEFAULT_WINDOW_S
     n_buckets: Annotated[int, Field(ge=0)] = 0
     detector: dict[str, Any] = {}
     tune_unknown_regimes: bool = False
     tuning_trace: str | None = None
     bounds: BoundsSettings = BoundsSettings()
+    stale_after_windows: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 5.0
 
 
 class PushSettings(BaseModel):
     """Where policy versions go: ``none`` (backends pull ``GET /v1/policy``), ``reference``
     (the reference rescaling backend at base ``url``) or ``rest`` (any REST endpoint:
     ``url``, ``method``, and ``payload``, a mapping of the backend's JSON fields to dotted
-    paths into the ``PolicyVersion``; none sends the whole version)."""
+    paths into the ``PolicyVersion``; none sends the whole version). A backend that is down
+    is retried with backoff up to ``backoff_max_s`` apart, forever unless ``max_attempts``
+    is set; ``supersede`` then sends the newest version first and records the older ones as
+    superseded once it is delivered. ``max_per_hour`` is the flap budget: at most that many
+    new policy versions in any hour (none: no budget); a change beyond it is held back and
+    logged, and applied once the budget allows."""
 
     model_config = _SECTION
     backend: Literal["none", "reference", "rest"] = "none"
@@ -123,10 +150,12 @@ class PushSettings(BaseModel):
     headers: dict[str, str] = {}
     token: SecretStr | None = None
     timeout_s: Annotated[float, Field(gt=0)] = 5.0
-    max_attempts: Annotated[int, Field(ge=1)] = 8
-    backoff_base_s: Annotated[float, Field(gt=0)] = 0.2
-    backoff_max_s: Annotated[float, Field(gt=0)] = 10.0
+    max_attempts: Annotated[int, Field(ge=1)] | None = None
+    backoff_base_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 0.2
+    backoff_max_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
     poll_interval_s: Annotated[float, Field(gt=0)] = 0.2
+    supersede: bool = True
+    max_per_hour: Annotated[int, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
     def _url(self) -> PushSettings:
@@ -135,12 +164,19 @@ class PushSettings(BaseModel):
         return self
 
 
+_EXECUTOR = r"^(process|thread|(tcp|tls|ws|wss|inproc|ucx)://\S+)$"
+"""A local pool, or a Dask scheduler address."""
+
+
 class TuningSettings(BaseModel):
-    """Tuning jobs: a local process pool by default. ``trace_dirs`` lists the directories
-    a job may read a server-side trace from (none: server-side paths are refused)."""
+    """Tuning jobs: a local process pool by default. ``executor`` is ``process``,
+    ``thread``, or a Dask scheduler address (``tcp://host:8786``: evaluations run on that
+    cluster; needs the ``dask`` extra). ``trace_dirs`` lists the directories a job may read a
+    server-side trace from (none: server-side paths are refused). ``upload_dir`` holds each
+    store's uploads and checkpoints (default: the system's temp dir)."""
 
     model_config = _SECTION
-    executor: Literal["process", "thread"] = "process"
+    executor: Annotated[str, Field(pattern=_EXECUTOR)] = "process"
     max_workers: Annotated[int, Field(ge=1)] = 1
     trace_dirs: tuple[str, ...] = ()
     upload_dir: str | None = None
@@ -161,6 +197,10 @@ class Settings(BaseSettings):
     push: PushSettings = PushSettings()
     tuning: TuningSettings = TuningSettings()
     policy_file: str | None = None
+    # whose detector names the regimes when the policy file's detector_state and the one in
+    # the store differ: "refuse" to start, the "policy-file" (restart detection from it) or
+    # the "store" (the file's per-regime policies are then not loaded)
+    detector_from: Literal["refuse", "policy-file", "store"] = "refuse"
 
     @classmethod
     def settings_customise_sources(
@@ -207,7 +247,8 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"invalid setting {where}: {msg}") from None
     finally:
         _CONFIG_FILE.reset(token)
 

@@ -15,27 +15,11 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from regimetune.backend.routes import health, placement, policy, rescale
+from regimetune.backend.routes import health, metrics, placement, policy, rescale
 from regimetune.backend.service import Planner, ReferenceService
 from regimetune.backend.settings import BackendSettings
-from regimetune.models import (
-    BoundsError,
-    ConfigError,
-    ConflictError,
-    InfeasibleError,
-    InputError,
-    NotFoundError,
-    RegimetuneError,
-)
-
-_STATUS: tuple[tuple[type[RegimetuneError], int, str], ...] = (
-    (NotFoundError, 404, "not_found"),
-    (ConflictError, 409, "conflict"),
-    (InfeasibleError, 409, "infeasible"),
-    (InputError, 422, "invalid_input"),
-    (BoundsError, 422, "out_of_bounds"),
-    (ConfigError, 503, "backend_misconfigured"),
-)
+from regimetune.models import RegimetuneError
+from regimetune.models.http import http_status
 
 DESCRIPTION = """\
 The reference rescaling backend of regimetune: it holds a bucket placement, takes policy
@@ -52,12 +36,8 @@ answer means "try again later".
 
 
 def _error(exc: RegimetuneError) -> JSONResponse:
-    status, code = 400, "bad_request"
-    for cls, st, c in _STATUS:
-        if isinstance(exc, cls):
-            status, code = st, c
-            break
-    body: dict[str, Any] = {"detail": str(exc), "code": getattr(exc, "code", code)}
+    status, code = http_status(exc)  # the same table as the service's
+    body: dict[str, Any] = {"detail": str(exc), "code": code}
     current = getattr(exc, "current_version", None)
     if current is not None:
         body["current_version"] = current
@@ -102,7 +82,7 @@ def create_app(settings: BackendSettings, *, planner: Planner | None = None) -> 
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _validation(exc)
 
-    for module in (policy, placement, rescale, health):
+    for module in (policy, placement, rescale, health, metrics):
         app.include_router(module.router)
     return app
 

@@ -21,7 +21,10 @@ def require_token(request: Request, authorization: Annotated[str | None, Header(
     if not token:
         return
     scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip(), token):
+    # bytes: compare_digest refuses non-ASCII str (a 500), and any header text encodes
+    if scheme.lower() != "bearer" or not secrets.compare_digest(
+        given.strip().encode("utf-8", "surrogateescape"), token.encode("utf-8")
+    ):
         raise HTTPException(
             status_code=401,
             detail="missing or wrong bearer token",

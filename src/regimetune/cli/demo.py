@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from regimetune.cli.output import print_tables, regime_name
 from regimetune.models import ConfigError
 
 console = Console()
@@ -90,6 +91,7 @@ def demo(
     import httpx
 
     from regimetune.api.replay import IngestClient, count_windows
+    from regimetune.cli.replay import Replayer, paced
     from regimetune.collectors import GeneratorConfig, generate
 
     own_dir = data_dir is None
@@ -129,11 +131,12 @@ def demo(
             "REGIMETUNE_STORE__URL": f"sqlite:///{root / 'service.db'}",
             "REGIMETUNE_AUTH__WRITE_TOKENS": json.dumps([token]),
             "REGIMETUNE_ENGINE__WINDOW_S": str(window_s),
-            "REGIMETUNE_ENGINE__DETECTOR": json.dumps({"warmup": 10}),
+            "REGIMETUNE_ENGINE__DETECTOR": json.dumps({}),
             "REGIMETUNE_PUSH__BACKEND": "reference",
             "REGIMETUNE_PUSH__URL": burl,
             "REGIMETUNE_PUSH__TOKEN": backend_token,
             "REGIMETUNE_PUSH__POLL_INTERVAL_S": "0.1",
+            "REGIMETUNE_TUNING__MAX_WORKERS": "2",  # the cache and the rescale job side by side
         }
         service = spawn(
             ["serve", "--host", "127.0.0.1", "--port", str(sport)], service_env, root / "service.log"
@@ -141,10 +144,13 @@ def demo(
         with console.status("starting the reference backend and the service..."):
             wait_ready(f"{burl}/healthz", backend, root / "backend.log")
             wait_ready(f"{base}/readyz", service, root / "service.log")
-        console.print(f"reference backend  {burl}   (log {root / 'backend.log'})")
-        console.print(f"service            {base}   dashboard [link={base}/dashboard]{base}/dashboard[/link]")
+        console.print(f"reference backend  {burl}   (log {root / 'backend.log'})", soft_wrap=True)
+        console.print(
+            f"service            {base}   dashboard [link={base}/dashboard]{base}/dashboard[/link]",
+            soft_wrap=True,
+        )
         with console.status("generating a ParSplice-like run (four regimes)..."):
-            cfg = GeneratorConfig(duration_s=9000, workers=workers, seed=seed)
+            cfg = GeneratorConfig(duration_s=9000, workers=workers, seed=seed, preset="classic")
             windows = list(count_windows(generate(cfg), window_s))
         console.print(
             f"replaying {len(windows)} windows of {window_s:g} s ({cfg.duration_s / 3600:.1f} h of workload) "
@@ -152,12 +158,12 @@ def demo(
         )
         headers = {"Authorization": f"Bearer {token}"}
         bheaders = {"Authorization": f"Bearer {backend_token}"}
-        job_id = _start_tuning(root, base, headers, cfg, window_s) if tune else None
+        job_ids = _start_tuning(root, base, headers, cfg) if tune else []
         seen_decisions: set[int] = set()
         seen_versions: set[int] = set()
-        pace = seconds / max(len(windows), 1)
+        speed = len(windows) * window_s / seconds  # trace seconds per wall second
         with (
-            IngestClient(base, token=token) as client,
+            Replayer([IngestClient(base, token=token)], run_id="demo") as daemon,
             httpx.Client(timeout=10.0) as http,
             Progress(
                 TextColumn("[progress.description]{task.description}"),
@@ -169,23 +175,22 @@ def demo(
             ) as progress,
         ):
             task = progress.add_task("windows", total=len(windows))
-            t0 = time.monotonic()
-            for i, wc in enumerate(windows):
-                client.send(wc)
+            for wc in paced(windows, speed=speed):
+                daemon.send(wc)
                 _report(http, base, burl, headers, bheaders, seen_decisions, seen_versions, wc.label)
-                job_id = _job_report(http, base, headers, job_id)
+                job_ids = _job_report(http, base, headers, job_ids)
                 progress.advance(task)
-                time.sleep(max(0.0, t0 + (i + 1) * pace - time.monotonic()))
-            end = time.monotonic() + 20
-            while time.monotonic() < end:  # let the engine apply and the outbox deliver the rest
+            end = time.monotonic() + 20 + (60 if job_ids else 0)
+            while time.monotonic() < end:  # let the jobs finish, the engine apply, the outbox deliver
                 _report(http, base, burl, headers, bheaders, seen_decisions, seen_versions, -1)
+                job_ids = _job_report(http, base, headers, job_ids)
                 st = http.get(f"{base}/v1/engine", headers=headers).json()
-                if not st["outbox_pending"] and st["applied_seq"] == st["last_seq"]:
+                if not job_ids and not st["outbox_pending"] and st["applied_seq"] == st["last_seq"]:
                     break
                 time.sleep(0.2)
             _summary(http, base, burl, headers, bheaders)
         if keep_running:
-            console.print(f"[bold]still serving[/] at {base}/dashboard; Ctrl-C stops both processes")
+            _print_still_serving(base, token)
             try:
                 while service.poll() is None and backend.poll() is None:
                     time.sleep(0.5)
@@ -198,48 +203,96 @@ def demo(
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _start_tuning(root: Path, base: str, headers: dict[str, str], cfg: Any, window_s: float) -> str:
-    """Upload yesterday's run (same workload, another seed) as a tuning job that applies
-    its per-regime policies."""
-    import dataclasses
+def _print_still_serving(base: str, token: str) -> None:
+    """Where the service is and its write token, so the README's curl examples work against it
+    (with this URL for localhost:8080 and this token for s3cret)."""
+    console.print(f"[bold]still serving[/] at {base}/dashboard; Ctrl-C stops both processes")
+    console.print(
+        f"write token: {token}\n"
+        "try:\n"
+        f"  export TOKEN={token}\n"
+        f"  curl -s {base}/v1/policy\n"
+        f"  curl -s -H \"Authorization: Bearer $TOKEN\" '{base}/v1/decisions?limit=5'",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
-    import httpx
+
+DEMO_BUCKETS = 64
+"""Buckets of the recorded run (the generator's ``n_buckets``): what the Pufferscale weights
+are tuned on, so the demo tunes both halves of each regime's policy."""
+
+
+def _start_tuning(root: Path, base: str, headers: dict[str, str], cfg: Any) -> list[str]:
+    """Upload yesterday's run (same workload, another seed, with a bucket column) as two
+    tuning jobs that apply their per-regime results: the cache limits and, since the run has
+    buckets, the W_L/W_D/W_T weights (each job keeps the other half of a regime's policy)."""
+    import dataclasses
 
     from regimetune.collectors import generate, write_events
 
+    recorded = dataclasses.replace(cfg, seed=cfg.seed + 100, n_buckets=DEMO_BUCKETS)
     trace = root / "recorded-run.csv"
-    write_events(generate(dataclasses.replace(cfg, seed=cfg.seed + 100)), trace)
+    write_events(generate(recorded), trace)
+    jobs = [("cache", 12)] + ([("rescale", 8)] if recorded.n_buckets else [])
+    ids = [_upload_job(base, headers, trace, objective, budget) for objective, budget in jobs]
+    console.print(
+        f"[magenta]tuning jobs[/] {', '.join(i[:8] for i in ids)} ({' and '.join(o for o, _ in jobs)}) started on "
+        f"a recorded run ({trace.stat().st_size >> 20} MiB): regimes without a tuned policy get the safe "
+        "default until they are done"
+    )
+    return ids
+
+
+def _upload_job(base: str, headers: dict[str, str], trace: Path, objective: str, budget: int) -> str:
+    import httpx
+
     r = httpx.post(
         f"{base}/v1/tuning-jobs/upload",
-        params={"filename": trace.name, "apply": "true", "budget": 12},
+        params={"filename": trace.name, "apply": "true", "budget": budget, "objective": objective},
         content=trace.read_bytes(),
         headers={**headers, "Content-Type": "application/octet-stream"},
         timeout=60.0,
     )
     r.raise_for_status()
-    job = r.json()
-    console.print(
-        f"[magenta]tuning job[/] {job['id'][:8]} started on a recorded run ({trace.stat().st_size >> 20} MiB): "
-        "regimes without a tuned policy get the safe default until it is done"
-    )
-    return str(job["id"])
+    return str(r.json()["id"])
 
 
-def _job_report(http: Any, base: str, headers: dict[str, str], job_id: str | None) -> str | None:
-    if job_id is None:
-        return None
-    job = http.get(f"{base}/v1/tuning-jobs/{job_id}", headers=headers).json()
-    if job["status"] in ("pending", "running"):
-        return job_id
-    if job["status"] == "succeeded":
-        tuned = ", ".join(
-            f"regime {rid}: {p['cache']['mode']} n={p['cache'].get('limit_keys')}"
-            for rid, p in job["policies"].items()
-        )
-        console.print(f"[magenta]tuning job done[/]: {tuned}")
-    else:
-        console.print(f"[magenta]tuning job failed[/]: {job['error']}")
-    return None
+def _job_report(http: Any, base: str, headers: dict[str, str], job_ids: list[str]) -> list[str]:
+    """Print the jobs that finished; return those still running."""
+    running = []
+    for job_id in job_ids:
+        job = http.get(f"{base}/v1/tuning-jobs/{job_id}", headers=headers).json()
+        if job["status"] in ("pending", "running"):
+            running.append(job_id)
+        elif job["status"] == "succeeded":
+            text = _cache_text if job["objective"] == "cache" else _weights_text
+            key = "cache" if job["objective"] == "cache" else "weights"
+            tuned = ", ".join(f"regime {rid}: {text(p[key])}" for rid, p in job["policies"].items())
+            console.print(f"[magenta]{job['objective']} tuning job done[/]: {tuned}")
+        else:
+            console.print(f"[magenta]{job['objective']} tuning job failed[/]: {job['error']}")
+    return running
+
+
+def _weights_text(w: dict[str, Any]) -> str:
+    """Pufferscale weights in a few words.
+
+    >>> _weights_text({"w_load": 1.0, "w_data": 0.5, "w_time": 2.25})
+    'W_L 1.00 W_D 0.50 W_T 2.25'
+    """
+    return f"W_L {w['w_load']:.2f} W_D {w['w_data']:.2f} W_T {w['w_time']:.2f}"
+
+
+def _cache_text(cache: dict[str, Any]) -> str:
+    """A cache policy in a few words: ``lru n=10,000`` or ``unlimited`` (never ``n=None``).
+
+    >>> _cache_text({"mode": "lru", "limit_keys": 10000}), _cache_text({"mode": "unlimited"})
+    ('lru n=10,000', 'unlimited')
+    """
+    limit = cache.get("limit_keys")
+    return str(cache.get("mode", "?")) + ("" if not limit else f" n={limit:,}")
 
 
 def _report(
@@ -257,8 +310,10 @@ def _report(
         if d["id"] in seen:
             continue
         seen.add(d["id"])
-        c = d["policy"]["cache"] if d.get("policy") else {}
-        cache = f"cache {c.get('mode', '?')}" + ("" if not c.get("limit_keys") else f" n={c['limit_keys']}")
+        policy = d.get("policy") or {}
+        cache = "cache " + _cache_text(policy.get("cache", {}))
+        if policy.get("weights"):
+            cache += ", " + _weights_text(policy["weights"])
         if d["regime_from"] == d["regime_to"]:
             console.print(
                 f"[bold cyan]policy update[/] for regime [bold]{d['regime_to']}[/] "
@@ -266,7 +321,7 @@ def _report(
             )
             continue
         console.print(
-            f"[bold cyan]regime change[/] {d['regime_from']} -> [bold]{d['regime_to']}[/] at window "
+            f"[bold cyan]regime change[/] {regime_name(d['regime_from'])} -> [bold]{d['regime_to']}[/] at window "
             f"{int(d['inputs'].get('window', -1))} ({d['inputs'].get('reads_per_s', 0):.0f} reads/s, "
             f"{d['inputs'].get('active_keys', 0):.0f} active keys; generator regime {truth}) -> "
             f"policy v{d['policy_version']} ({cache})"
@@ -297,20 +352,20 @@ def _summary(http: Any, base: str, burl: str, headers: dict[str, str], bheaders:
             f"{s['end']:.0f}",
             f"{s['summary'].get('requests_per_s', 0):.1f}",
         )
-    console.print(t)
+    print_tables(console, t)
     decisions = http.get(f"{base}/v1/decisions", params={"limit": 1000}, headers=headers).json()["items"]
     d = Table(title="Decisions")
     for col in ("version", "from", "to", "outcome", "detail"):
         d.add_column(col)
     for x in reversed(decisions):
         d.add_row(
-            str(x["policy_version"]),
-            str(x["regime_from"]),
+            "-" if x["policy_version"] is None else str(x["policy_version"]),
+            regime_name(x["regime_from"]),
             str(x["regime_to"]),
             x["outcome"],
             x["detail"],
         )
-    console.print(d)
+    print_tables(console, d)
     decided = [x["policy_version"] for x in reversed(decisions) if x["policy_version"] is not None]
     r = http.get(f"{burl}/v1/policy", headers=bheaders)
     at_backend = r.json()["version"] if r.status_code == 200 else None

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from regimetune.cli.output import print_tables, regime_name, since_start
 from regimetune.cli.traces import (
     ColumnsOpt,
     DelimiterOpt,
@@ -24,7 +25,15 @@ from regimetune.cli.traces import (
     progress,
     trace_options,
 )
-from regimetune.models import ConfigError, EventBatch, RegimeChange, RegimeSegment, WindowFrame
+from regimetune.models import (
+    DEFAULT_WINDOW_S,
+    ConfigError,
+    EventBatch,
+    RegimeChange,
+    RegimeSegment,
+    WindowFrame,
+)
+from regimetune.reports.page import segment_cells
 
 
 def _counted(batches: Iterable[EventBatch], prog: Any) -> Iterator[EventBatch]:
@@ -61,34 +70,25 @@ def _change_json(c: RegimeChange) -> dict[str, Any]:
     }
 
 
-def _segments_table(title: str, segments: list[RegimeSegment]) -> Table:
+def _segments_table(title: str, segments: list[RegimeSegment], origin: float) -> Table:
     t = Table(title=title)
-    for name in ("regime", "windows", "start s", "end s", "reads/s", "writes/s", "active", "keys seen"):
+    for name in ("regime", "windows", "start", "end", "reads/s", "writes/s", "active", "keys seen"):
         t.add_column(name, justify="right")
     for s in segments:
-        t.add_row(
-            str(s.regime_id),
-            f"{s.start_window}-{s.end_window}",
-            f"{s.start:,.0f}",
-            f"{s.end:,.0f}",
-            f"{s.summary['mean_reads_per_s']:,.1f}",
-            f"{s.summary['mean_writes_per_s']:,.1f}",
-            f"{s.summary['mean_active_keys']:,.1f}",
-            f"{s.summary['keyspace_at_start']:,.0f}",
-        )
+        t.add_row(*segment_cells(s, origin))
     return t
 
 
-def _changes_table(changes: list[RegimeChange]) -> Table:
+def _changes_table(changes: list[RegimeChange], origin: float) -> Table:
     t = Table(title="confirmed changes")
-    for name in ("from", "to", "at window", "at s", "confirmed window", "delay (windows)"):
+    for name in ("from", "to", "at window", "at", "confirmed window", "delay (windows)"):
         t.add_column(name, justify="right")
     for c in changes:
         t.add_row(
-            "-" if c.from_id is None else str(c.from_id),
+            regime_name(c.from_id),
             str(c.to_id),
             str(c.at_window),
-            f"{c.at_time:,.0f}",
+            since_start(c.at_time - origin),
             str(c.confirmed_window),
             str(c.delay_windows),
         )
@@ -109,8 +109,26 @@ def _segment_points(frame: WindowFrame, segments: list[RegimeSegment]) -> list[t
 
 
 def detect_cmd(
-    trace: Annotated[Path, typer.Argument(help="Trace file (see `regimetune windows --help` for formats).")],
-    window: Annotated[float, typer.Option("--window", help="Window length in seconds.")] = 1.0,
+    trace: Annotated[
+        Path,
+        typer.Argument(
+            help="Trace file (see `regimetune windows --help` for formats), or with --series a CSV series."
+        ),
+    ],
+    window: Annotated[
+        float,
+        typer.Option(
+            "--window", help="Window length in seconds (with --series: the seconds one row stands for)."
+        ),
+    ] = DEFAULT_WINDOW_S,
+    series: Annotated[
+        bool,
+        typer.Option(
+            "--series",
+            help="TRACE is a CSV of a time column (numbers or dates) and numeric columns, e.g. metrics "
+            "exported from Prometheus; each row is one window.",
+        ),
+    ] = False,
     paper: Annotated[
         bool,
         typer.Option(
@@ -119,23 +137,22 @@ def detect_cmd(
     ] = False,
     k: Annotated[
         int | None,
-        typer.Option("--k", min=1, help="Number of regimes (paper mode: default 4; online: an upper bound)."),
+        typer.Option("--k", min=1, help="Number of regimes (paper mode: default 4; online: the most kept)."),
     ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a figure (.png/.svg/.pdf) like the paper's Figure 7.")
+    ] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Write a self-contained HTML report (timeline by regime, segments, changes) here.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print segments and changes as JSON.")] = False,
     state: Annotated[
         Path | None, typer.Option("--state", help="Online mode: save the detector's state (JSON) here.")
     ] = None,
-    hindsight: Annotated[
-        bool,
-        typer.Option(
-            "--hindsight/--no-hindsight",
-            help="Online mode: re-date the end of each decline with the windows that followed it "
-            "(--no-hindsight: the dates known when each change was confirmed).",
-        ),
-    ] = True,
     fmt: FormatOpt = None,
     columns: ColumnsOpt = None,
     read_op: ReadOpOpt = None,
@@ -153,8 +170,15 @@ def detect_cmd(
     with fail_cleanly():
         if not window > 0:
             raise ConfigError(f"--window must be positive, got {window}")
+        if series:
+            if paper or plot is not None or report is not None:
+                raise ConfigError("--series detects with the online detector and prints or --json only")
+            _detect_series(trace, window=window, k=k, as_json=as_json, state=state)
+            return
         if paper and state is not None:
             raise ConfigError("--state saves the online detector; it does not apply to --paper")
+        if report is not None and report.suffix.lower() not in (".html", ".htm"):
+            raise ConfigError(f"--report must end in .html, got {report.name!r}")
         opts = trace_options(
             fmt=fmt,
             columns=columns,
@@ -173,7 +197,13 @@ def detect_cmd(
                 f"the trace spans a single window of {window:g} s; pass a shorter --window "
                 "(or check --time-unit)"
             )
-        out: dict[str, Any] = {"trace": str(trace), "windows": len(frame), "window_s": window}
+        origin = float(frame["start"][0])
+        out: dict[str, Any] = {
+            "trace": str(trace),
+            "windows": len(frame),
+            "window_s": window,
+            "trace_start": origin,
+        }
         if paper:
             r = paper_kmeans(frame, k=4 if k is None else k)
             segments, changes, labels = r.segments, [], r.labels
@@ -187,8 +217,12 @@ def detect_cmd(
             }
             title = f"{trace.name}: paper K-means, K={r.k}"
         else:
-            det = OnlineRegimeDetector(k=k)
-            h = det.detect(frame, hindsight=hindsight)
+            det = (
+                OnlineRegimeDetector(window_s=window)
+                if k is None
+                else OnlineRegimeDetector(window_s=window, max_regimes=k)
+            )
+            h = det.detect(frame)
             segments, changes, labels = h.segments, h.changes, h.labels
             centroids = _segment_points(frame, segments)
             out |= {"mode": "online", "n_regimes": len(h.regimes)}
@@ -203,24 +237,97 @@ def detect_cmd(
             plot_regimes(
                 frame, labels, plot, centroids=centroids, title=title, switch_time=switch, switch_note=note
             )
+        if report is not None:
+            from regimetune.reports import detect_report, write_detect_report
+
+            write_detect_report(report, detect_report(frame, labels, segments, changes, title=title))
         if as_json:
             typer.echo(json.dumps(out, indent=2))
             return
         console = Console()
-        console.print(_segments_table(title, segments))
+        print_tables(console, _segments_table(title, segments, origin))
         if changes:
-            console.print(_changes_table(changes))
+            print_tables(console, _changes_table(changes, origin))
+        console.print(f"times are relative to the trace's start (t = {origin:,.3f} s)", highlight=False)
         if paper and out["third_start_window"] is not None:
             console.print(
                 f"third regime starts at window {out['third_start_window']} "
-                f"({out['third_start_time']:,.0f} s): suggested cache size "
+                f"({since_start(out['third_start_time'] - origin)}): suggested cache size "
                 f"{out['suggested_cache_keys']:,} keys",
                 highlight=False,
             )
         if plot is not None:
             console.print(f"wrote {plot}", highlight=False)
+        if report is not None:
+            console.print(f"wrote the report to {report}", highlight=False)
         if state is not None:
             console.print(f"saved detector state to {state}", highlight=False)
+
+
+def _detect_series(trace: Path, *, window: float, k: int | None, as_json: bool, state: Path | None) -> None:
+    """``detect --series``: regimes of a CSV series, each row one window of ``window`` s."""
+    from regimetune.collectors.series import read_series
+    from regimetune.regimes import OnlineRegimeDetector
+
+    s = read_series(trace)
+    det = (
+        OnlineRegimeDetector(window_s=window)
+        if k is None
+        else OnlineRegimeDetector(window_s=window, max_regimes=k)
+    )
+    h = det.detect_array(s.values, names=s.names)
+    changes = [
+        {
+            "from_id": c.from_id,
+            "to_id": c.to_id,
+            "at_window": c.at_window,
+            "at_time": s.time_of(c.at_window),
+            "confirmed_window": c.confirmed_window,
+            "confirmed_time": s.time_of(c.confirmed_window),
+            "delay_windows": c.delay_windows,
+        }
+        for c in h.changes
+    ]
+    segments: list[dict[str, Any]] = [
+        {
+            "regime_id": g.regime_id,
+            "start_row": g.start_window,
+            "end_row": g.end_window,
+            "start_time": s.time_of(g.start_window),
+            "n_rows": g.n_windows,
+            "summary": g.summary,
+        }
+        for g in h.segments
+    ]
+    if state is not None:
+        det.save(state)
+    if as_json:
+        out = {
+            "series": str(trace),
+            "mode": "online",
+            "rows": len(s.values),
+            "columns": list(s.names),
+            "window_s": window,
+            "n_regimes": len(h.regimes),
+            "segments": segments,
+            "changes": changes,
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
+    t = Table(title=f"{trace.name}: online detector, {len(h.regimes)} regimes, one row = {window:g} s")
+    for name in ("regime", "rows", "from", *(f"mean {n}" for n in s.names)):
+        t.add_column(name, justify="right")
+    for g in segments:
+        t.add_row(
+            str(g["regime_id"]),
+            f"{g['start_row']}-{g['end_row']}",
+            str(g["start_time"]),
+            *(f"{g['summary'][f'mean_{n}']:,.4g}" for n in s.names),
+        )
+    console = Console()
+    print_tables(console, t)
+    if state is not None:
+        console.print(f"saved detector state to {state}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,8 @@ import sys
 import typer
 from rich.console import Console
 
-from regimetune.cli import backend, demo, detect, plan, serve, traces, tune
+from regimetune.cli import backend, collect, demo, detect, migrate, plan, replay, serve, traces, tune
+from regimetune.cli.help import Group, apply_conventions
 from regimetune.models import RegimetuneError
 
 app = typer.Typer(
@@ -17,11 +18,29 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=Group,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from regimetune import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    _version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="Print the installed version and exit.",
+    ),
+) -> None:
     """Detect workload regimes of elastic storage services and tune their knobs per regime."""
 
 
@@ -33,8 +52,9 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for _module in (traces, detect, tune, plan, backend, serve, demo):
+for _module in (traces, detect, tune, plan, backend, serve, demo, migrate, replay, collect):
     _module.register(app)
+apply_conventions(app)
 
 EXIT_BAD_INPUT = 2
 
@@ -43,10 +63,12 @@ def main() -> None:
     try:
         app()
     except RegimetuneError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(EXIT_BAD_INPUT)
     except FileNotFoundError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] no such file: {exc.filename}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(
+            f"[bold red]error:[/] no such file: {exc.filename}", highlight=False
+        )
         sys.exit(EXIT_BAD_INPUT)
 
 

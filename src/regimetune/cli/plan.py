@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from regimetune.cli.output import print_tables
 from regimetune.cli.traces import fail_cleanly
 from regimetune.models import ConfigError, PufferscaleWeights, RescaleOperation, RescalePlan
 from regimetune.models.rescale import PRESETS
@@ -72,7 +73,7 @@ def _print(plan: RescalePlan, console: Console, weights: PufferscaleWeights, *, 
     label = "lower bound to reach data balance (s)" if commission else "duration lower bound (s)"
     row(label, m.t_lower_bound or 0.0, None)
     row("bytes moved", m.bytes_moved, None)
-    console.print(t)
+    print_tables(console, t)
     flows = Counter((mig.source, mig.target) for mig in plan.migrations)
     senders = Counter(mig.source for mig in plan.migrations)
     receivers = Counter(mig.target for mig in plan.migrations)

@@ -24,7 +24,16 @@ def serve(
     mode: str | None = typer.Option(None, help="Engine mode: off, recommend or auto."),
     push_backend: str | None = typer.Option(None, help="Push adapter: none, reference or rest."),
     push_url: str | None = typer.Option(None, help="URL of the backend the adapter pushes to."),
-    policy_file: Path | None = typer.Option(None, help="Policy file from 'regimetune tune --out'."),
+    policy_file: Path | None = typer.Option(
+        None,
+        help="Policy file from 'regimetune tune --out': its default is in force until the first "
+        "change, and its detector state names the regimes.",
+    ),
+    detector_from: str | None = typer.Option(
+        None,
+        help="When the policy file's detector state is not the one the store's detector started "
+        "from: refuse (default), policy-file (restart detection from the file) or store.",
+    ),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
     loop: str = typer.Option("auto", help="Event loop: auto (uvloop when installed), asyncio or uvloop."),
     http: str = typer.Option("auto", help="HTTP parser: auto (httptools when installed), h11 or httptools."),
@@ -55,6 +64,8 @@ def serve(
         over["push"] = {k: v for k, v in (("backend", push_backend), ("url", push_url)) if v is not None}
     if policy_file is not None:
         over["policy_file"] = str(policy_file)
+    if detector_from is not None:
+        over["detector_from"] = detector_from
     settings = _merged(config, over)
     app = create_app(settings)
     Console(stderr=True).print(

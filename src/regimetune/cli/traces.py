@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from regimetune.cli.output import print_tables
 from regimetune.collectors.spec import DEFAULT_READ_OPS, DEFAULT_WRITE_OPS, TraceSpec
 from regimetune.models.errors import ConfigError, RegimetuneError
 
@@ -34,7 +35,11 @@ EXIT_BAD_INPUT = 2
 
 FormatOpt = Annotated[
     str | None,
-    typer.Option("--format", help="csv, tsv, jsonl, parquet or oracle (default: from the extension)."),
+    typer.Option(
+        "--format",
+        help="csv, tsv, jsonl, parquet, oracle, or a published trace: twitter, cachelib "
+        "(default: from the extension).",
+    ),
 ]
 ColumnsOpt = Annotated[
     str | None,
@@ -149,7 +154,7 @@ def generate_cmd(
     ] = 1.0,
     temperature: Annotated[float, typer.Option("--temperature", help="Widens the active keyspace.")] = 1.0,
     workers: Annotated[int, typer.Option("--workers", help="Scales rates and keyspace linearly.")] = 256,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random generator.")] = 0,
     buckets: Annotated[int, typer.Option("--buckets", help="Hash keys into B buckets (0: none).")] = 0,
     timescale: Annotated[
         float | None,
@@ -158,6 +163,14 @@ def generate_cmd(
         ),
     ] = None,
     fmt: FormatOpt = None,
+    preset: Annotated[
+        str,
+        typer.Option(
+            "--preset",
+            help="Shape of the run: parsplice (flash crowd, stepwise decline, plateaus), fast-decay, "
+            "stationary, or classic (the original generator).",
+        ),
+    ] = "parsplice",
 ) -> None:
     """Generate a ParSplice-like key-value trace with a ground-truth regime label column."""
     from regimetune.collectors import GeneratorConfig, generate, write_events
@@ -171,6 +184,7 @@ def generate_cmd(
             seed=seed,
             n_buckets=buckets,
             timescale_s=timescale,
+            preset=preset,
         )
         with progress(duration, label="generating") as prog:
             n = write_events(_tracked(generate(cfg), prog, duration, True), out, fmt)
@@ -225,16 +239,21 @@ def windows_cmd(
         console = Console()
         if reader.bad_records:
             Console(stderr=True).print(f"skipped {reader.bad_records} bad record(s)", highlight=False)
+        for note in reader.notes:
+            Console(stderr=True).print(f"note: {note}", highlight=False)
         if out is not None:
             write_windows(frame, out)
             console.print(f"wrote {len(frame):,} windows to {out}", highlight=False)
         else:
-            console.print(summary_table(frame, trace.name))
+            print_tables(console, summary_table(frame, trace.name))
 
 
 def summary_table(frame: WindowFrame, title: str, *, head: int = 5, tail: int = 5) -> Table:
     """The first and last windows and the totals, as a rich table."""
-    t = Table(title=f"{title}: {len(frame):,} windows of {frame['length'][0]:g} s")
+    t = Table(
+        title=f"{title}: {len(frame):,} windows of {frame['length'].max():g} s",  # edges may be shorter
+        caption=f"start: seconds since the trace's start (t = {frame['start'][0]:,.3f} s)",
+    )
     for name in ("index", "start", "reads/s", "writes/s", "active", "keyspace", "top-k", "entropy", "label"):
         t.add_column(name, justify="right")
     n = len(frame)
@@ -249,7 +268,7 @@ def summary_table(frame: WindowFrame, title: str, *, head: int = 5, tail: int = 
             continue
         t.add_row(
             str(frame["index"][i]),
-            f"{frame['start'][i]:.1f}",
+            f"{frame['start'][i] - frame['start'][0]:,.1f}",
             f"{frame.reads_per_s[i]:.1f}",
             f"{frame.writes_per_s[i]:.1f}",
             str(frame["active_keys"][i]),

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from regimetune.cli.output import print_tables
 from regimetune.cli.traces import (
     ColumnsOpt,
     DelimiterOpt,
@@ -36,6 +37,9 @@ _BASELINE_LABELS = {
     "lru_100k": "LRU 100K",
     "two_phase_100k_10k": "100K -> 10K",
     "kmeans_suggestion": "K-means",
+    "lru_scaled": "LRU 10K scaled",
+    "two_phase_scaled": "100K -> 10K scaled",
+    "tuned": "tuned",
 }
 
 
@@ -52,7 +56,7 @@ def _row_cells(label: str, row: dict[str, float]) -> list[str]:
         f"{row['memory_fraction'] * 100:.2f}%",
         f"{row['mean_bytes'] / 1e6:,.1f} MB",
         f"{row['peak_bytes'] / 1e6:,.1f} MB",
-        f"{row['hit_ratio']:.4f}",
+        f"{row.get('hit_ratio_vs_unlimited', row['hit_ratio']):.4f}",
         "yes" if row["feasible"] else "no",
     ]
 
@@ -61,12 +65,12 @@ def _print_cache_report(report: dict[str, Any], out: Path | None) -> None:
     con = Console()
     best = report["best"]
     table = Table(title="cache policies on this trace", title_justify="left")
-    for col in ("policy", "efficiency", "mem/unl.", "mem avg", "mem peak", "hit ratio", "meets"):
+    for col in ("policy", "efficiency", "mem/unl.", "mem avg", "mem peak", "hits/unl.", "meets"):
         table.add_column(col, justify="left" if col == "policy" else "right")
     table.add_row(*_row_cells("[bold]tuned[/]", best))
     for name, row in report["baselines"].items():
         table.add_row(*_row_cells(_BASELINE_LABELS.get(name, name), row))
-    con.print(table)
+    print_tables(con, table)
     con.print(
         "baselines: 100K -> 10K = unlimited until 100K keys then 10K (Sevilla et al.); K-means = "
         "switch at the 3rd K-means regime's start to the keyspace size then",
@@ -84,11 +88,30 @@ def _print_cache_report(report: dict[str, Any], out: Path | None) -> None:
         f"tuned policy: unlimited, then per-regime LRU limits {switch}; {limits}\n"
         f"target: efficiency >= {obj['efficiency_target']}, memory <= {obj['memory_budget'] * 100:.1f}% "
         f"of unlimited; {report['optimizer']}, {report['n_evaluations']} evaluations; store "
-        f"{report['store']['capacity_ops_s']:g} ops/s",
+        f"{report['store']['capacity_ops_s']:g} ops/s, miss cost {report['cost_model']['miss_cost']:g} x compute",
         highlight=False,
     )
+    _print_sweep(con, report)
+    for note in report["binds"]["notes"]:
+        con.print(f"note: {note}", highlight=False)
+    dec = report["decision"]
+    con.print(f"{'push' if dec['push'] else 'do not push'}: {dec['reason']}", highlight=False)
     if out is not None:
         con.print(f"wrote the policy file to {out}", highlight=False)
+
+
+def _print_sweep(con: Console, report: dict[str, Any]) -> None:
+    sweep = report.get("sweep") or {}
+    if not sweep:
+        return
+    names = list(next(iter(sweep.values())))
+    table = Table(title="efficiency over the miss cost (x compute per request)", title_justify="left")
+    table.add_column("policy")
+    for m in sweep:
+        table.add_column(m, justify="right")
+    for n in names:
+        table.add_row(_BASELINE_LABELS.get(n, n), *(f"{sweep[m][n]:.4f}" for m in sweep))
+    print_tables(con, table)
 
 
 def tune_cmd(
@@ -110,22 +133,68 @@ def tune_cmd(
             "--memory-budget", help="Most time-averaged memory, as a fraction of the unlimited cache's."
         ),
     ] = 0.076,
-    efficiency_weight: Annotated[float, typer.Option("--efficiency-weight", min=0.0)] = 1.0,
-    memory_weight: Annotated[float, typer.Option("--memory-weight", min=0.0)] = 1.0,
+    efficiency_weight: Annotated[
+        float,
+        typer.Option(
+            "--efficiency-weight", min=0.0, help="Weight of an efficiency shortfall in the objective."
+        ),
+    ] = 1.0,
+    memory_weight: Annotated[
+        float,
+        typer.Option("--memory-weight", min=0.0, help="Weight of memory (and of exceeding the budget)."),
+    ] = 1.0,
     window: Annotated[float, typer.Option("--window", help="Window length in seconds.")] = 10.0,
     store_ops: Annotated[
         float | None,
-        typer.Option("--store-ops", help="Persistent store throughput, ops/s (default: calibrated)."),
+        typer.Option(
+            "--store-ops", help="Persistent store throughput, ops/s (default: sized by --store-headroom)."
+        ),
     ] = None,
     store_buffer: Annotated[
         float | None, typer.Option("--store-buffer", help="Seconds of store work the tiers can buffer.")
     ] = None,
     value_size: Annotated[int, typer.Option("--value-size", min=1, help="Bytes per cached value.")] = 4096,
+    miss_cost: Annotated[
+        float,
+        typer.Option(
+            "--miss-cost",
+            min=0.0,
+            help="Read-miss latency relative to the compute time per request (ParSplice on LevelDB/Lustre: 0.05).",
+        ),
+    ] = 0.05,
+    store_headroom: Annotated[
+        float,
+        typer.Option(
+            "--store-headroom",
+            min=1.0,
+            help="Store throughput as a multiple of the heaviest window's unavoidable load (ignored with --store-ops).",
+        ),
+    ] = 1.5,
+    max_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--max-limit", help="Largest regime limit: keys ('10000') or a share of the keyspace ('5%')."
+        ),
+    ] = None,
+    holdout: Annotated[
+        float,
+        typer.Option(
+            "--holdout", min=0.0, max=0.5, help="Share of windows held apart to validate the tuned policy."
+        ),
+    ] = 0.25,
     workers: Annotated[
         int, typer.Option("--workers", min=0, help="Local processes for evaluations (0: in this process).")
     ] = 2,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the optimizer.")] = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Write the policy file (JSON) here.")] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Write a self-contained HTML report here (regimes, miss-ratio curves, limits over time, "
+            "convergence, baselines; rescale: weights and campaign scores).",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON instead of tables.")
     ] = False,
@@ -144,16 +213,26 @@ def tune_cmd(
             fmt=fmt, columns=columns, read_op=read_op, write_op=write_op, time_unit=time_unit,
             skip_bad=skip_bad, delimiter=delimiter, no_header=no_header,
         )  # fmt: skip
+        if report is not None and report.suffix.lower() not in (".html", ".htm"):
+            raise ConfigError(f"--report must end in .html, got {report.name!r}")
         if objective == "rescale":
-            _tune_rescale(
-                trace, opts, budget=budget, optimizer=optimizer, seed=seed, out=out, as_json=as_json
-            )
+            recorder = _recorder(report)
+            rescaled = _tune_rescale(
+                trace, opts, budget=budget, optimizer=optimizer, seed=seed, out=out, as_json=as_json,
+                detector=recorder,
+            )  # fmt: skip
+            if report is not None:
+                from regimetune.reports.tune import write_rescale_tune_report
+
+                title = f"{trace.name}: rescaling weights per regime"
+                write_rescale_tune_report(report, rescaled, detector=recorder, title=title)
+                _say_report(report, as_json)
             return
         if objective != "cache":
             raise ConfigError(f"--objective must be 'cache' or 'rescale', got {objective!r}")
         if not window > 0:
             raise ConfigError(f"--window must be positive, got {window}")
-        from regimetune.tuner.cache import StoreModel
+        from regimetune.tuner.cache import CostModel
         from regimetune.tuner.objectives import CacheObjective
         from regimetune.tuner.sessions import tune_cache_batches
 
@@ -163,10 +242,11 @@ def tune_cmd(
             efficiency_weight=efficiency_weight,
             memory_weight=memory_weight,
         )
-        defaults = StoreModel()
-        store = StoreModel(
-            capacity_ops_s=defaults.capacity_ops_s if store_ops is None else store_ops,
-            buffer_s=defaults.buffer_s if store_buffer is None else store_buffer,
+        cost = CostModel(
+            miss_cost=miss_cost,
+            store_headroom=store_headroom,
+            store_ops_s=store_ops,
+            buffer_s=CostModel().buffer_s if store_buffer is None else store_buffer,
         )
         with _bar(as_json) as prog:
             task = prog.add_task("reading", total=None)
@@ -183,15 +263,37 @@ def tune_cmd(
 
             result = tune_cache_batches(
                 batches, window_s=window, trace_name=str(trace), objective=obj, optimizer=optimizer,
-                budget=budget, workers=workers, store=store, value_size=value_size, seed=seed,
-                progress=on_progress,
+                budget=budget, workers=workers, cost=cost, value_size=value_size, seed=seed,
+                progress=on_progress, max_limit=max_limit, holdout=holdout,
             )  # fmt: skip
+            if report is not None:
+                from regimetune.reports.tune import write_cache_tune_report
+
+                prog.update(task, description="report")
+                title = f"{trace.name}: cache limits per regime"
+                write_cache_tune_report(report, result, batches=batches, window_s=window, title=title)
         if out is not None:
             out.write_text(result.policy_file.model_dump_json(indent=2) + "\n")
         if as_json:
             typer.echo(json.dumps(result.report, default=str))
         else:
             _print_cache_report(result.report, out)
+        if report is not None:
+            _say_report(report, as_json)
+
+
+def _recorder(report: Path | None) -> Any:
+    """The online detector, recording its regimes for the report (``None``: tuning's own)."""
+    if report is None:
+        return None
+    from regimetune.reports import RecordingDetector
+
+    return RecordingDetector()
+
+
+def _say_report(report: Path, quiet: bool) -> None:
+    if not quiet:
+        Console().print(f"wrote the report to {report}", highlight=False)
 
 
 def _bar(quiet: bool) -> Progress:
@@ -206,7 +308,7 @@ def _bar(quiet: bool) -> Progress:
     )
 
 
-def _tune_rescale(trace: Path, opts: Any, **kwargs: Any) -> None:
+def _tune_rescale(trace: Path, opts: Any, **kwargs: Any) -> Any:
     """Dispatch to the rescale engineer's session (imported lazily)."""
     try:
         from regimetune.tuner.rescale.session import tune_rescale
@@ -215,7 +317,7 @@ def _tune_rescale(trace: Path, opts: Any, **kwargs: Any) -> None:
             "--objective rescale is not available yet (regimetune.tuner.rescale.session.tune_rescale "
             "is missing)"
         ) from exc
-    tune_rescale(trace, trace_options=opts, **kwargs)
+    return tune_rescale(trace, trace_options=opts, **kwargs)
 
 
 def register(app: typer.Typer) -> None:

@@ -79,19 +79,32 @@ class Validator:
         return cols
 
 
-def _code_of(value: object, read_ops: frozenset[str], write_ops: frozenset[str]) -> int:
-    """``Op`` code of one op value, or -1 when it is neither a read nor a write op."""
+SKIP = -2
+"""The code of an op whose records are dropped quietly (``TraceSpec.skip_ops``)."""
+
+
+def _code_of(
+    value: object, read_ops: frozenset[str], write_ops: frozenset[str], skip_ops: frozenset[str] = frozenset()
+) -> int:
+    """``Op`` code of one op value, ``SKIP`` for a skipped op, or -1 when it is none of them."""
     if value is None:
         return -1
     v = str(value).strip().lower()
-    return int(Op.READ) if v in read_ops else int(Op.WRITE) if v in write_ops else -1
+    if v in read_ops:
+        return int(Op.READ)
+    if v in write_ops:
+        return int(Op.WRITE)
+    return SKIP if v in skip_ops else -1
 
 
 def op_codes(
-    col: pa.Array | pa.ChunkedArray, read_ops: frozenset[str], write_ops: frozenset[str]
-) -> tuple[np.ndarray, np.ndarray]:
+    col: pa.Array | pa.ChunkedArray,
+    read_ops: frozenset[str],
+    write_ops: frozenset[str],
+    skip_ops: frozenset[str] = frozenset(),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Map an op column (strings, dictionary-encoded strings or integers) to ``Op`` codes;
-    returns ``(codes, unknown)``. Only the distinct values are looked at in Python."""
+    returns ``(codes, unknown, skipped)``. Only the distinct values are looked at in Python."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     if pa.types.is_integer(col.type) and not col.null_count:
@@ -101,24 +114,32 @@ def op_codes(
             present = np.flatnonzero(np.bincount((arr - lo).astype(np.int64), minlength=hi - lo + 1))
             lut = np.full(hi - lo + 1, -1, dtype=np.int8)
             for v in present.tolist():
-                lut[v] = _code_of(v + lo, read_ops, write_ops)
+                lut[v] = _code_of(v + lo, read_ops, write_ops, skip_ops)
             c = lut[(arr - lo).astype(np.int64)]
         else:
             uniq, inv = np.unique(arr, return_inverse=True)
-            lut = np.array([_code_of(int(u), read_ops, write_ops) for u in uniq.tolist()], dtype=np.int8)
+            lut = np.array(
+                [_code_of(int(u), read_ops, write_ops, skip_ops) for u in uniq.tolist()], dtype=np.int8
+            )
             c = lut[inv]
     else:
         if not pa.types.is_dictionary(col.type):
             col = pc.dictionary_encode(pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col)
         words = col.dictionary.to_pylist()
-        lut = np.array([_code_of(w, read_ops, write_ops) for w in words] + [-1], dtype=np.int8)
+        lut = np.array([_code_of(w, read_ops, write_ops, skip_ops) for w in words] + [-1], dtype=np.int8)
         idx = col.indices.fill_null(len(words)).to_numpy(zero_copy_only=False)
         c = lut[np.asarray(idx, dtype=np.int64)]
-    unknown = c < 0
-    return np.where(unknown, 0, c).astype(np.uint8), unknown
+    unknown = c == -1
+    skipped = c == SKIP
+    return np.where(c < 0, 0, c).astype(np.uint8), unknown, skipped
 
 
 def to_batch(cols: dict[str, np.ndarray]) -> EventBatch:
+    """An event batch of the reader's columns; a ``count`` column (requests per record)
+    repeats each record that many times."""
+    if "count" in cols:
+        reps = cols["count"].astype(np.int64)
+        cols = {k: np.repeat(v, reps) for k, v in cols.items() if k != "count"}
     n = len(cols["ts"])
     return EventBatch.from_columns(
         ts=cols["ts"],
@@ -130,4 +151,4 @@ def to_batch(cols: dict[str, np.ndarray]) -> EventBatch:
     )
 
 
-__all__ = ["Validator", "op_codes", "to_batch"]
+__all__ = ["SKIP", "Validator", "op_codes", "to_batch"]

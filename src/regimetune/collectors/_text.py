@@ -18,10 +18,12 @@ from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
-from regimetune.collectors._check import Validator, op_codes, to_batch
+from regimetune.collectors._check import SKIP, Validator, op_codes, to_batch
+from regimetune.collectors.keys import hash_key, hash_keys, is_int_key
 from regimetune.collectors.spec import TraceSpec
 from regimetune.models.errors import TraceFormatError
 from regimetune.models.events import EventBatch, Op
@@ -32,6 +34,7 @@ _TYPES: dict[str, pa.DataType] = {
     "size": pa.uint32(),
     "bucket": pa.int32(),
     "label": pa.int16(),
+    "count": pa.uint32(),
 }
 _NP: dict[str, type[np.generic]] = {
     "ts": np.float64,
@@ -40,12 +43,14 @@ _NP: dict[str, type[np.generic]] = {
     "size": np.uint32,
     "bucket": np.int32,
     "label": np.int16,
+    "count": np.uint32,
 }
 _LIMITS: dict[str, tuple[int, int]] = {
     "key": (0, 2**64 - 1),
     "size": (0, 2**32 - 1),
     "bucket": (-(2**31), 2**31 - 1),
     "label": (-(2**15), 2**15 - 1),
+    "count": (1, 2**32 - 1),
 }
 
 
@@ -142,15 +147,22 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def _check_value(role: str, text: Any, spec: TraceSpec) -> tuple[Any, str | None]:
-    """Parse one field the slow way; ``(value, None)`` or ``(None, reason)``."""
+def _check_value(role: str, text: Any, spec: TraceSpec, *, string_keys: bool) -> tuple[Any, str | None]:
+    """Parse one field the slow way; ``(value, None)`` or ``(None, reason)``; an op in
+    ``skip_ops`` gives ``(SKIP, None)``."""
     if role == "op":
         s = str(text).strip().lower() if text is not None else ""
         if s in spec.read_ops:
             return int(Op.READ), None
         if s in spec.write_ops:
             return int(Op.WRITE), None
+        if s in spec.skip_ops:
+            return SKIP, None
         return None, f"unknown op {text!r}"
+    if role == "key" and string_keys:
+        if text is None or text in ("", b""):
+            return None, "missing key"
+        return hash_key(text if isinstance(text, str | bytes) else str(text)), None
     if text is None or (isinstance(text, str) and not text.strip()):
         return None, f"missing {role}"
     if role == "ts":
@@ -166,7 +178,8 @@ def _check_value(role: str, text: Any, spec: TraceSpec) -> tuple[Any, str | None
             raise ValueError
         v = int(str(text).strip())
     except ValueError:
-        return None, f"{role} {text!r} is not an integer"
+        hint = " (keys are read as integers: the first record's key was one)" if role == "key" else ""
+        return None, f"{role} {text!r} is not an integer{hint}"
     lo, hi = _LIMITS[role]
     if not lo <= v <= hi:
         return None, f"{role} {v} is out of range [{lo}, {hi}]"
@@ -181,6 +194,7 @@ class _TextFormat:
         self.header = False
         self.roles: dict[str, int | str] = {}
         self.n_cols = 0
+        self.string_keys = spec.key_type == "string"
         delim = spec.delimiter
         if delim is None:
             stem = path.name.lower().removesuffix(".gz").removesuffix(".zst").removesuffix(".zstd")
@@ -210,6 +224,24 @@ class _TextFormat:
             self.header = self.spec.header == "yes"
         self.roles = dict(self.spec.resolve(fields if self.header else None, self.n_cols, source=self.source))
 
+    def decide_keys(self, first_record: str) -> None:
+        """Under ``key_type="auto"``, string keys unless the first record's key is an integer
+        (decided once, so that a key means the same number in every chunk)."""
+        if self.spec.key_type != "auto":
+            return
+        key: Any = None
+        if self.json_lines:
+            try:
+                key = json.loads(first_record).get(str(self.roles["key"]))
+            except (ValueError, AttributeError):
+                return  # the record is bad; it will be reported as such
+            self.string_keys = isinstance(key, str)
+            return
+        fields = first_record.rstrip("\r\n").split(self.delim)
+        at = int(self.roles["key"])
+        if at < len(fields) and fields[at].strip():
+            self.string_keys = not is_int_key(fields[at])
+
     # -- fast path ------------------------------------------------------------------------------
     def parse(self, block: bytes) -> dict[str, np.ndarray] | None:
         """Vectorised parse; ``None`` when the block holds something the slow path must see."""
@@ -218,24 +250,35 @@ class _TextFormat:
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return None
         cols: dict[str, np.ndarray] = {}
+        skipped: np.ndarray | None = None
         for role in self.roles:
             col = table.column(role)
             if col.null_count:
                 return None
             if role == "op":
-                codes, unknown = op_codes(col, self.spec.read_ops, self.spec.write_ops)
+                codes, unknown, skipped = op_codes(
+                    col, self.spec.read_ops, self.spec.write_ops, self.spec.skip_ops
+                )
                 if unknown.any():
                     return None
                 cols["op"] = codes
+            elif role == "key" and self.string_keys:
+                if len(col) and pc.min(pc.binary_length(col)).as_py() == 0:
+                    return None
+                cols["key"] = hash_keys(col)
             else:
                 cols[role] = np.asarray(col.to_numpy(), dtype=_NP[role])
         if not np.isfinite(cols["ts"]).all():
             return None
+        if "count" in cols and not cols["count"].all():
+            return None
+        if skipped is not None and skipped.any():
+            cols = {r: c[~skipped] for r, c in cols.items()}
         return cols
 
     def _table(self, block: bytes) -> pa.Table:
         if self.json_lines:
-            fields = [pa.field(r, _TYPES[r]) for r in self.roles if r != "op"]
+            fields = [pa.field(r, self._type(r)) for r in self.roles if r != "op"]
             names = {r: n for r, n in self.roles.items()}
             schema = pa.schema([pa.field(str(names[f.name]), f.type) for f in fields])
             t = pajson.read_json(
@@ -252,7 +295,7 @@ class _TextFormat:
         col_names = [f"c{i}" for i in range(self.n_cols)]
         by_idx = {int(i): r for r, i in self.roles.items()}
         types = {
-            f"c{i}": (pa.dictionary(pa.int32(), pa.string()) if r == "op" else _TYPES[r])
+            f"c{i}": (pa.dictionary(pa.int32(), pa.string()) if r == "op" else self._type(r))
             for i, r in by_idx.items()
         }
         t = pacsv.read_csv(
@@ -267,6 +310,11 @@ class _TextFormat:
         )
         return pa.table({by_idx[int(n[1:])]: t.column(n) for n in types})
 
+    def _type(self, role: str) -> pa.DataType:
+        if role == "key" and self.string_keys:
+            return pa.string() if self.json_lines else pa.binary()
+        return _TYPES[role]
+
     # -- slow path ------------------------------------------------------------------------------
     def slow(
         self, block: bytes, first_line: int
@@ -280,18 +328,19 @@ class _TextFormat:
             if not text.strip():
                 continue
             lineno = first_line + i
-            row, reason = self._slow_row(text)
+            row, reason = self._slow_row(text, raw)
             if reason is not None:
                 bad.append((lineno, reason))
                 continue
-            assert row is not None
+            if row is None:  # a skipped op
+                continue
             for r, v in row.items():
                 values[r].append(v)
             lines.append(lineno)
         cols = {r: np.array(v, dtype=_NP[r]) for r, v in values.items()}
         return cols, bad, np.array(lines, dtype=np.int64)
 
-    def _slow_row(self, text: str) -> tuple[dict[str, Any] | None, str | None]:
+    def _slow_row(self, text: str, raw_line: bytes) -> tuple[dict[str, Any] | None, str | None]:
         if self.json_lines:
             try:
                 obj = json.loads(text)
@@ -305,13 +354,17 @@ class _TextFormat:
             if len(fields) != self.n_cols:
                 return None, f"expected {self.n_cols} columns, got {len(fields)}"
             raw = {r: fields[int(i)] for r, i in self.roles.items()}
+            if self.string_keys:  # hash the key's bytes as the fast path does, not its decoded text
+                raw["key"] = raw_line.rstrip(b"\r").split(self.delim.encode())[int(self.roles["key"])]
         row: dict[str, Any] = {}
+        skip = False
         for role, v in raw.items():
-            val, reason = _check_value(role, v, self.spec)
+            val, reason = _check_value(role, v, self.spec, string_keys=self.string_keys)
             if reason is not None:
                 return None, reason
+            skip |= role == "op" and val == SKIP
             row[role] = val
-        return row, None
+        return (None, None) if skip else (row, None)
 
 
 def iter_text(
@@ -321,6 +374,7 @@ def iter_text(
     fmt = _TextFormat(path, spec, source, json_lines=json_lines)
     block_bytes = max(1 << 12, min(chunk_rows * 32, 1 << 26))
     first = True
+    decided = False
     for block, line in _blocks(path, block_bytes, source):
         if first:
             first = False
@@ -331,6 +385,10 @@ def iter_text(
                 block, line = block[nl + 1 :] if nl >= 0 else b"", line + 1
             if not block:
                 continue
+        if not decided:  # the first record (after the header) decides an ``auto`` key type
+            decided = True
+            nl = block.find(b"\n")
+            fmt.decide_keys((block if nl < 0 else block[:nl]).decode("utf-8", errors="replace"))
         cols = fmt.parse(block)
         if cols is not None:
             cols["ts"] = spec.to_seconds(cols["ts"])

@@ -1,7 +1,17 @@
 """A ParSplice-like key-value workload (Sevilla et al., sections 3-5), generated vectorised.
 
 Workers ``get`` the coordinates of a state (a key) and ``put`` the final state of a segment.
-The run has four regimes, labelled 0..3 on every event:
+Every event carries its ground-truth regime label. ``preset`` chooses the run's shape:
+
+* ``parsplice`` (the default), ``fast-decay`` and ``stationary`` follow what real ParSplice
+  traces look like (a flash crowd on one or two keys, a decline in uneven steps, plateaus 10-20 %
+  apart, overdispersed noise, one-window dips, spikes of the active-key count, 87-99.6 % of
+  consecutive requests on the same key, a keyspace growing linearly); their regimes are listed
+  in :mod:`regimetune.collectors.presets`. Their traces start at ``start_s`` (drawn from the
+  seed, 0.5-9.5 s, unless given) and end ``duration_s`` later, off any window boundary.
+* ``classic`` is the generator's original shape, event for event, described below.
+
+The classic run has four regimes, labelled 0..3 on every event:
 
 0. a flash crowd: a high read rate, most reads redundant on a handful of hot keys;
 1. a steep (exponential) decline of the request rate;
@@ -15,14 +25,19 @@ oldest) in short bursts of re-reads of one state (mean 4), plus a few revisits o
 looks like growth 1 stretched 2x. ``timescale_s`` (default: the duration) is the length over
 which growth 1 unfolds the four regimes.
 
->>> cfg = GeneratorConfig(duration_s=120, workers=8, seed=1)
+>>> cfg = GeneratorConfig(duration_s=120, workers=8, seed=1, preset="classic")
 >>> b = EventBatch.concat(list(generate(cfg)))
 >>> bool((np.diff(b.ts) >= 0).all()), sorted(set(b.label.tolist()))
 (True, [0, 1, 2, 3])
+>>> cfg = GeneratorConfig(duration_s=3600, workers=16, seed=1)
+>>> b = EventBatch.concat(list(generate(cfg)))
+>>> sorted(set(b.label.tolist())), bool(cfg.trace_start < b.ts[0] < b.ts[-1] < cfg.trace_end)
+([0, 1, 2, 3], True)
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -30,6 +45,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from regimetune.collectors._hashing import KeySet, bucket_of
+from regimetune.collectors._synth import Synth
+from regimetune.collectors.presets import REALISTIC_PRESETS, Shape, build_shape
 from regimetune.models.errors import ConfigError
 from regimetune.models.events import EventBatch, Op
 from regimetune.models.rescale import Bucket
@@ -40,6 +57,10 @@ BOUNDARIES = (0.08, 0.35, 0.65)
 """Regime starts (1, 2, 3) as fractions of ``growth * timescale_s``."""
 PAPER_KEYSPACE = 150_000
 PAPER_WORKERS = 256
+PRESETS = (*REALISTIC_PRESETS, "classic")
+"""Shapes of a run; ``parsplice`` is the default."""
+START_S = (0.5, 9.5)
+"""A realistic trace starts this long after 0 (drawn from the seed, to 0.1 s)."""
 
 _RATE_FLASH = 2000.0  # reads/s at 256 workers
 _RATE_A = 900.0
@@ -68,8 +89,14 @@ class GeneratorConfig:
     value_size: int = 4096
     n_buckets: int = 0
     timescale_s: float | None = None
+    preset: str = "parsplice"
+    start_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ConfigError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+        if self.preset == "classic" and self.start_s not in (None, 0, 0.0):
+            raise ConfigError("start_s applies to the realistic presets; a classic trace starts at 0")
         checks = {
             "duration_s": (self.duration_s, 1.0, 1e7),
             "growth": (self.growth, 0.05, 100.0),
@@ -81,6 +108,8 @@ class GeneratorConfig:
         }
         if self.timescale_s is not None:
             checks["timescale_s"] = (self.timescale_s, 1.0, 1e7)
+        if self.start_s is not None:
+            checks["start_s"] = (self.start_s, 0.0, 1e10)
         for name, (v, lo, hi) in checks.items():
             if (
                 isinstance(v, bool)
@@ -103,13 +132,52 @@ class GeneratorConfig:
         """Keys discovered by the end of the timescale at growth 1."""
         return PAPER_KEYSPACE * (self.scale / PAPER_RUN_S) * (self.workers / PAPER_WORKERS) * self.temperature
 
-    def regime_starts(self) -> tuple[float, float, float]:
-        """Times (s) at which regimes 1, 2 and 3 begin."""
+    @property
+    def trace_start(self) -> float:
+        """Time of the trace's beginning: 0 for ``classic``, else ``start_s`` or drawn from the
+        seed."""
+        if self.preset == "classic":
+            return 0.0
+        if self.start_s is not None:
+            return float(self.start_s)
+        return round(float(np.random.default_rng([self.seed, 3]).uniform(*START_S)), 1)
+
+    @property
+    def trace_end(self) -> float:
+        """Time of the trace's end (pass it to ``window_frame(..., end=)``)."""
+        return self.trace_start + float(self.duration_s)
+
+    def regime_starts(self) -> tuple[float, ...]:
+        """Times (s) at which regimes 1, 2, ... begin (some may lie after the trace's end)."""
         s = self.growth * self.scale
-        return (BOUNDARIES[0] * s, BOUNDARIES[1] * s, BOUNDARIES[2] * s)
+        if self.preset == "classic":
+            return (BOUNDARIES[0] * s, BOUNDARIES[1] * s, BOUNDARIES[2] * s)
+        return tuple((self.trace_start + shape_of(self).bounds).tolist())
+
+    def regime_names(self) -> tuple[str, ...]:
+        """What a person calls each labelled regime, by label."""
+        if self.preset == "classic":
+            return ("flash crowd", "decline", "plateau 1", "plateau 2")
+        return shape_of(self).names
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+@functools.lru_cache(maxsize=32)
+def shape_of(cfg: GeneratorConfig) -> Shape:
+    """The shape of a realistic run (drawn from its seed, the same every time)."""
+    if cfg.preset == "classic":
+        raise ConfigError("the classic preset has no drawn shape")
+    return build_shape(
+        cfg.preset,
+        seed=cfg.seed,
+        timescale_s=cfg.growth * cfg.scale,
+        duration_s=float(cfg.duration_s),
+        workers=cfg.workers,
+        temperature=cfg.temperature,
+        growth=cfg.growth,
+    )
 
 
 def _phase(cfg: GeneratorConfig, t: np.ndarray) -> np.ndarray:
@@ -117,14 +185,18 @@ def _phase(cfg: GeneratorConfig, t: np.ndarray) -> np.ndarray:
 
 
 def regime_of(cfg: GeneratorConfig, t: np.ndarray) -> np.ndarray:
-    """Ground-truth regime (0..3) at times ``t``."""
+    """Ground-truth regime (0..3 for classic and parsplice) at times ``t``."""
+    if cfg.preset != "classic":
+        return shape_of(cfg).label(np.asarray(t, dtype=float) - cfg.trace_start)
     return np.searchsorted(
         np.asarray(BOUNDARIES), _phase(cfg, np.asarray(t, dtype=float)), side="right"
     ).astype(np.int16)
 
 
 def read_rate(cfg: GeneratorConfig, t: np.ndarray) -> np.ndarray:
-    """Mean reads/s at times ``t`` (before noise)."""
+    """Mean reads/s at times ``t`` (before noise, and for the realistic presets before stalls)."""
+    if cfg.preset != "classic":
+        return shape_of(cfg).rate(np.asarray(t, dtype=float) - cfg.trace_start)
     u = _phase(cfg, np.asarray(t, dtype=float))
     w = cfg.workers / PAPER_WORKERS
     decline = _RATE_A + (_RATE_FLASH - _RATE_A) * np.exp(-(u - BOUNDARIES[0]) / _DECLINE_TAU)
@@ -137,7 +209,10 @@ def read_rate(cfg: GeneratorConfig, t: np.ndarray) -> np.ndarray:
 
 
 def keyspace_at(cfg: GeneratorConfig, t: np.ndarray) -> np.ndarray:
-    """Keys discovered by times ``t`` (continuous; linear after the end of the timescale)."""
+    """Keys discovered by times ``t`` (continuous; classic: linear after the end of the
+    timescale)."""
+    if cfg.preset != "classic":
+        return shape_of(cfg).keyspace(np.asarray(t, dtype=float) - cfg.trace_start)
     u = _phase(cfg, np.asarray(t, dtype=float))
     k_end = cfg.keyspace_end
     uc = np.clip(u, 0.0, 1.0)
@@ -219,6 +294,9 @@ def generate(cfg: GeneratorConfig | None = None) -> Iterator[EventBatch]:
     """The workload as time-ordered batches of a few minutes each (same config and seed, same
     events)."""
     cfg = cfg or GeneratorConfig()
+    if cfg.preset != "classic":
+        yield from _realistic(cfg)
+        return
     rng = np.random.default_rng(cfg.seed)
     t = 0.0
     while t < cfg.duration_s:
@@ -226,6 +304,26 @@ def generate(cfg: GeneratorConfig | None = None) -> Iterator[EventBatch]:
         b = _chunk(cfg, rng, t, t1)
         if len(b):
             yield b
+        t = t1
+
+
+def _realistic(cfg: GeneratorConfig) -> Iterator[EventBatch]:
+    """A realistic preset's events, chunk by chunk (see :mod:`regimetune.collectors._synth`)."""
+    synth = Synth(shape_of(cfg), seed=cfg.seed, start_s=cfg.trace_start, end_s=cfg.trace_end)
+    t = 0.0
+    while t < cfg.duration_s:
+        t1 = min(t + _CHUNK_S, float(cfg.duration_s))
+        req = synth.chunk(t, t1)
+        if len(req.ts):
+            keys = key_ids(req.key_index)
+            yield EventBatch.from_columns(
+                ts=req.ts,
+                key=keys,
+                op=req.op,
+                size=np.full(len(keys), cfg.value_size, dtype=np.uint32),
+                bucket=bucket_of(keys, cfg.n_buckets) if cfg.n_buckets else None,
+                label=req.label,
+            )
         t = t1
 
 
@@ -261,6 +359,7 @@ def bucket_view(
 
 __all__ = [
     "BOUNDARIES",
+    "PRESETS",
     "GeneratorConfig",
     "bucket_view",
     "generate",
@@ -268,4 +367,5 @@ __all__ = [
     "keyspace_at",
     "read_rate",
     "regime_of",
+    "shape_of",
 ]

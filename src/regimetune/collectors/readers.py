@@ -1,9 +1,10 @@
 """Read a trace file as a stream of :class:`EventBatch` chunks, in bounded memory.
 
-Formats: ``csv``/``tsv`` (plain, ``.gz`` or ``.zst``), ``jsonl``, ``parquet`` and ``oracle``
-(libCacheSim's oracleGeneral binary: 24-byte little-endian records
-``<uint32 time, uint64 obj_id, uint32 size, int64 next_access_vtime>``). The format comes from
-the extension unless named. A bad record stops the read with a :class:`TraceFormatError`
+Each format is a collector registered in :mod:`regimetune.collectors.registry`: ``csv``/``tsv``
+(plain, ``.gz`` or ``.zst``), ``jsonl``, ``parquet`` and ``oracle`` (libCacheSim's
+oracleGeneral binary: 24-byte little-endian records
+``<uint32 time, uint64 obj_id, uint32 size, int64 next_access_vtime>``), plus the presets of
+:mod:`regimetune.collectors.formats`. The format comes from the extension unless named. A bad record stops the read with a :class:`TraceFormatError`
 naming the file and line (or byte offset), unless ``skip_bad`` allows dropping it.
 
 >>> import tempfile, pathlib
@@ -16,6 +17,7 @@ naming the file and line (or byte offset), unless ``skip_bad`` allows dropping i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import threading
@@ -28,7 +30,10 @@ import pyarrow.parquet as pq
 
 from regimetune.collectors._check import Validator, op_codes, to_batch
 from regimetune.collectors._text import iter_text
-from regimetune.collectors.spec import FORMATS, TraceSpec
+from regimetune.collectors.base import BaseCollector
+from regimetune.collectors.keys import hash_keys
+from regimetune.collectors.registry import TRACE_FORMATS, build_collector, collector_class
+from regimetune.collectors.spec import TraceSpec
 from regimetune.models.errors import ConfigError, InputError, TraceFormatError
 from regimetune.models.events import EventBatch
 
@@ -65,12 +70,137 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     raise ConfigError(f"cannot tell the format of {str(path)!r} from its extension; pass --format")
 
 
+class TraceFileReader(BaseCollector):
+    """Base of the collectors that read one trace file: checks the arguments, keeps the
+    bad-record budget, reads ahead in a thread. A format implements ``_batches``.
+
+    ``collect()`` (or iterating) reads the file from its start each time. After a full read
+    ``bad_records`` holds how many records were skipped and ``records`` how many events were
+    read. With ``prefetch > 0`` a background thread reads up to that many batches ahead
+    (parsing and decompression release the GIL, so reading overlaps with the consumer's work);
+    memory stays bounded by ``prefetch + 2`` batches. ``preset`` is the layout a format
+    implies (a published trace's columns and ops); a ``spec`` given overrides its fields."""
+
+    preset: TraceSpec | None = None
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        spec: TraceSpec | None = None,
+        skip_bad: int = 0,
+        chunk_rows: int = 1 << 20,
+        prefetch: int = 2,
+    ) -> None:
+        self.path = Path(path)
+        self.spec = spec
+        self.skip_bad = skip_bad
+        self.chunk_rows = chunk_rows
+        self.prefetch = prefetch
+        self.bad_records = 0
+        self.records = 0
+
+    def layout(self) -> TraceSpec:
+        """The spec this read uses: the preset with the given spec's non-default fields."""
+        if self.preset is None:
+            return self.spec or TraceSpec()
+        return self.preset if self.spec is None else overlay(self.preset, self.spec)
+
+    def collect(self) -> Iterator[EventBatch]:
+        if self.skip_bad < 0:
+            raise ConfigError(f"skip_bad must be >= 0, got {self.skip_bad}")
+        if self.chunk_rows < 1:
+            raise ConfigError(f"chunk_rows must be >= 1, got {self.chunk_rows}")
+        if not self.path.is_file():
+            raise InputError(f"no such trace file: {self.path}")
+        spec = self.layout()
+        val = Validator(str(self.path), skip_bad=self.skip_bad, tolerance=spec.ts_tolerance)
+        self.bad_records = 0
+        self.records = 0
+        it = self._batches(spec, val)
+        try:
+            for batch in _prefetch(it, self.prefetch) if self.prefetch else it:
+                self.records += len(batch)
+                self.bad_records = val.bad
+                yield batch
+        finally:
+            self.bad_records = val.bad
+
+    __iter__ = collect
+
+    def _batches(self, spec: TraceSpec, val: Validator) -> Iterator[EventBatch]:  # pragma: no cover
+        raise NotImplementedError
+
+
+def overlay(base: TraceSpec, over: TraceSpec) -> TraceSpec:
+    """``base`` with every field that ``over`` sets to other than its default.
+
+    >>> overlay(TraceSpec(time_unit="ms", header="yes"), TraceSpec(header="no")).time_unit
+    'ms'
+    """
+    default = TraceSpec()
+    changed = {
+        f.name: getattr(over, f.name)
+        for f in dataclasses.fields(TraceSpec)
+        if f.init and getattr(over, f.name) != getattr(default, f.name)
+    }
+    return dataclasses.replace(base, **changed)
+
+
+class CsvReader(TraceFileReader):
+    """Comma-separated text (or ``delimiter``), plain, ``.gz`` or ``.zst``; integer or string keys."""
+
+    name = "csv"
+
+    def _batches(self, spec: TraceSpec, val: Validator) -> Iterator[EventBatch]:
+        return iter_text(self.path, spec, val, json_lines=False, chunk_rows=self.chunk_rows)
+
+
+class TsvReader(CsvReader):
+    """Tab-separated text (the delimiter comes from the ``.tsv`` extension or ``delimiter``)."""
+
+    name = "tsv"
+
+    def layout(self) -> TraceSpec:
+        spec = super().layout()
+        return spec if spec.delimiter is not None else dataclasses.replace(spec, delimiter="\t")
+
+
+class JsonLinesReader(TraceFileReader):
+    """One JSON object per line, fields named by ``columns`` or guessed from the first line."""
+
+    name = "jsonl"
+
+    def _batches(self, spec: TraceSpec, val: Validator) -> Iterator[EventBatch]:
+        return iter_text(self.path, spec, val, json_lines=True, chunk_rows=self.chunk_rows)
+
+
+class ParquetReader(TraceFileReader):
+    """Apache Parquet, read one row group slice at a time; string key columns are hashed."""
+
+    name = "parquet"
+
+    def _batches(self, spec: TraceSpec, val: Validator) -> Iterator[EventBatch]:
+        return _iter_parquet(self.path, spec, val, self.chunk_rows)
+
+
+class OracleReader(TraceFileReader):
+    """libCacheSim's oracleGeneral binary (``ORACLE_DTYPE`` records). The format has no op
+    column, so every request counts as a read: a CSV of the same trace with its op column
+    gives the same request counts and keys but splits them into reads and writes."""
+
+    name = "oracle"
+    notes = ("oracleGeneral has no op column: every request counts as a read",)
+
+    def _batches(self, spec: TraceSpec, val: Validator) -> Iterator[EventBatch]:
+        return _iter_oracle(self.path, spec, val, self.chunk_rows)
+
+
 class TraceReader:
-    """An iterable of event batches over one trace file. Iterating again re-reads the file.
-    After a full iteration ``bad_records`` holds how many records were skipped and ``records``
-    how many were read. With ``prefetch > 0`` a background thread reads up to that many
-    batches ahead (parsing and decompression release the GIL, so reading overlaps with the
-    consumer's work); memory stays bounded by ``prefetch + 2`` batches."""
+    """An iterable of event batches over one trace file, read by the collector registered for
+    its format (from the extension unless ``fmt`` names one). Iterating again re-reads the
+    file. After a full iteration ``bad_records`` holds how many records were skipped and
+    ``records`` how many were read; ``notes`` says what the format cannot tell."""
 
     def __init__(
         self,
@@ -94,35 +224,37 @@ class TraceReader:
     @property
     def format(self) -> str:
         fmt = (self.fmt or detect_format(self.path)).lower()
-        if fmt not in FORMATS:
-            raise ConfigError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
+        if fmt not in TRACE_FORMATS:
+            raise ConfigError(f"unknown trace format {fmt!r}; use one of {', '.join(TRACE_FORMATS)}")
         return fmt
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        notes: tuple[str, ...] = collector_class(self.format).notes
+        return notes
+
+    def reader(self) -> TraceFileReader:
+        """The format's collector for this file."""
+        reader: TraceFileReader = build_collector(
+            self.format,
+            self.path,
+            spec=self.spec,
+            skip_bad=self.skip_bad,
+            chunk_rows=self.chunk_rows,
+            prefetch=self.prefetch,
+        )
+        return reader
+
     def __iter__(self) -> Iterator[EventBatch]:
-        fmt = self.format
-        if self.skip_bad < 0:
-            raise ConfigError(f"skip_bad must be >= 0, got {self.skip_bad}")
-        if self.chunk_rows < 1:
-            raise ConfigError(f"chunk_rows must be >= 1, got {self.chunk_rows}")
-        if not self.path.is_file():
-            raise InputError(f"no such trace file: {self.path}")
-        spec = self.spec or TraceSpec()
-        val = Validator(str(self.path), skip_bad=self.skip_bad, tolerance=spec.ts_tolerance)
+        reader = self.reader()
         self.bad_records = 0
         self.records = 0
-        if fmt in ("csv", "tsv", "jsonl"):
-            it = iter_text(self.path, spec, val, json_lines=fmt == "jsonl", chunk_rows=self.chunk_rows)
-        elif fmt == "parquet":
-            it = _iter_parquet(self.path, spec, val, self.chunk_rows)
-        else:
-            it = _iter_oracle(self.path, spec, val, self.chunk_rows)
         try:
-            for batch in _prefetch(it, self.prefetch) if self.prefetch else it:
-                self.records += len(batch)
-                self.bad_records = val.bad
+            for batch in reader.collect():
+                self.records, self.bad_records = reader.records, reader.bad_records
                 yield batch
         finally:
-            self.bad_records = val.bad
+            self.records, self.bad_records = reader.records, reader.bad_records
 
 
 def read_trace(
@@ -195,13 +327,22 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
         for rb in batches:
             cols: dict[str, np.ndarray] = {}
             flags: list[tuple[np.ndarray, str]] = []
+            drop = np.zeros(rb.num_rows, dtype=bool)  # skipped ops: dropped, not bad
             for role, i in roles.items():
                 col = rb.column(names[i])
                 if role == "op":
-                    codes, unknown = op_codes(col, spec.read_ops, spec.write_ops)
+                    codes, unknown, skipped = op_codes(col, spec.read_ops, spec.write_ops, spec.skip_ops)
                     if unknown.any():
                         flags.append((unknown, "unknown op"))
+                    drop |= skipped
                     cols["op"] = codes
+                    continue
+                if role == "key" and _is_text(col.type) and spec.key_type != "int":
+                    if col.null_count:
+                        flags.append(
+                            (np.asarray(col.is_null().to_numpy(zero_copy_only=False), bool), "missing key")
+                        )
+                    cols["key"] = hash_keys(col)
                     continue
                 if col.null_count:
                     isnull = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -217,6 +358,10 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
                 why = next(r for m, r in flags if m[j])
                 reasons.append(f"record {row0 + j + 1}: {why}")
             where = np.arange(row0 + 1, row0 + rb.num_rows + 1)
+            if drop.any():
+                keep = ~drop
+                reasons = [r for j, r in zip(np.flatnonzero(bad).tolist(), reasons, strict=True) if keep[j]]
+                cols, bad, where = {k: v[keep] for k, v in cols.items()}, bad[keep], where[keep]
             out = val.screen(cols, bad, reasons, where, kind="line")
             row0 += rb.num_rows
             if len(out["ts"]):
@@ -227,13 +372,18 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
         ) from exc
 
 
+def _is_text(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t))
+
+
 _RANGES = {
     "key": (0, 2**64 - 1),
     "size": (0, 2**32 - 1),
     "bucket": (-(2**31), 2**31 - 1),
     "label": (-(2**15), 2**15 - 1),
+    "count": (1, 2**32 - 1),
 }
-_DT = {"key": np.uint64, "size": np.uint32, "bucket": np.int32, "label": np.int16}
+_DT = {"key": np.uint64, "size": np.uint32, "bucket": np.int32, "label": np.int16, "count": np.uint32}
 
 
 def _cast(role: str, arr: np.ndarray, flags: list[tuple[np.ndarray, str]]) -> np.ndarray:
@@ -298,4 +448,16 @@ def _iter_oracle(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) -
                 yield to_batch(out)
 
 
-__all__ = ["ORACLE_DTYPE", "TraceReader", "detect_format", "read_trace"]
+__all__ = [
+    "ORACLE_DTYPE",
+    "CsvReader",
+    "JsonLinesReader",
+    "OracleReader",
+    "ParquetReader",
+    "TraceFileReader",
+    "TraceReader",
+    "TsvReader",
+    "detect_format",
+    "overlay",
+    "read_trace",
+]

@@ -19,11 +19,19 @@ from regimetune.models.errors import ConfigError
 
 ROLES: tuple[str, ...] = ("ts", "key", "op", "size", "bucket", "label")
 """The event fields a trace column can map to; ``ts`` and ``key`` are required."""
+COUNT_ROLE = "count"
+"""One more role, never guessed by position: how many requests a record stands for
+(CacheLib's ``op_count``); the record is repeated that many times."""
 
 DEFAULT_READ_OPS: frozenset[str] = frozenset({"get", "read", "r", "0", "28"})
 DEFAULT_WRITE_OPS: frozenset[str] = frozenset({"put", "set", "write", "w", "1", "2a"})
 """Op strings, compared case-insensitively (``28``/``2a`` are the SCSI read/write opcodes of
 block traces such as CloudPhysics)."""
+
+KEY_TYPES: tuple[str, ...] = ("auto", "int", "string")
+"""How a reader takes its key column: ``int`` (unsigned 64-bit integers), ``string`` (hashed
+to 64 bits, see :mod:`regimetune.collectors.keys`) or ``auto`` (decided once, from the first
+record's key)."""
 
 TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 _PER_SECOND: dict[str, float] = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
@@ -31,12 +39,13 @@ FORMATS: tuple[str, ...] = ("csv", "tsv", "jsonl", "parquet", "oracle")
 
 # Column names recognised in a header when no mapping is given.
 _ALIASES: dict[str, tuple[str, ...]] = {
-    "ts": ("ts", "time", "timestamp", "clock_time", "t"),
+    "ts": ("ts", "time", "timestamp", "clock_time", "t", "op_time"),
     "key": ("key", "obj_id", "lbn", "lba", "id", "object", "state_id"),
     "op": ("op", "type", "operation", "opcode", "req_type"),
     "size": ("size", "obj_size", "bytes", "value_size"),
     "bucket": ("bucket",),
     "label": ("label", "regime"),
+    COUNT_ROLE: ("op_count",),
 }
 
 
@@ -54,8 +63,10 @@ def _parse_columns(columns: str) -> tuple[tuple[str, str], ...]:
             role, _, where = (s.strip() for s in part.partition("="))
         else:
             role, where = part, str(i)
-        if role not in ROLES:
-            raise ConfigError(f"unknown column role {role!r} in {columns!r}; use {', '.join(ROLES)} or -")
+        if role not in (*ROLES, COUNT_ROLE):
+            raise ConfigError(
+                f"unknown column role {role!r} in {columns!r}; use {', '.join((*ROLES, COUNT_ROLE))} or -"
+            )
         if not where:
             raise ConfigError(f"column role {role!r} maps to nothing in {columns!r}")
         out.append((role, where))
@@ -79,7 +90,10 @@ class TraceSpec:
     ``write_ops`` are the op strings (case-insensitive); ``time_unit`` is the unit of the ts
     column (``s``, ``ms``, ``us``, ``ns``); ``header`` is ``auto``, ``yes`` or ``no``;
     ``delimiter`` ``None`` means ``,`` (tab for ``.tsv``). ``ts_tolerance`` (seconds) is how
-    far a timestamp may go backwards before the record counts as bad.
+    far a timestamp may go backwards before the record counts as bad. ``skip_ops`` are op
+    strings whose records are dropped quietly (a cache trace's ``delete``), not counted as
+    bad. ``key_type`` is ``int``, ``string`` (hashed to 64 bits, see
+    :mod:`regimetune.collectors.keys`) or ``auto`` (from the first record's key).
     """
 
     columns: str | None = None
@@ -89,6 +103,8 @@ class TraceSpec:
     header: str = "auto"
     delimiter: str | None = None
     ts_tolerance: float = 1.0
+    skip_ops: frozenset[str] = frozenset()
+    key_type: str = "auto"
     _mapping: tuple[tuple[str, str], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -107,8 +123,14 @@ class TraceSpec:
         both = r & w
         if both:
             raise ConfigError(f"op string(s) {sorted(both)} are both read and write ops")
+        skip = frozenset(o.lower() for o in self.skip_ops)
+        if skip & (r | w):
+            raise ConfigError(f"op string(s) {sorted(skip & (r | w))} are both skipped and counted")
+        if self.key_type not in KEY_TYPES:
+            raise ConfigError(f"unknown key type {self.key_type!r}; use one of {', '.join(KEY_TYPES)}")
         object.__setattr__(self, "read_ops", r)
         object.__setattr__(self, "write_ops", w)
+        object.__setattr__(self, "skip_ops", skip)
         if self.columns is not None:
             object.__setattr__(self, "_mapping", _parse_columns(self.columns))
 
@@ -178,4 +200,13 @@ class TraceSpec:
         return out
 
 
-__all__ = ["DEFAULT_READ_OPS", "DEFAULT_WRITE_OPS", "FORMATS", "ROLES", "TIME_UNITS", "TraceSpec"]
+__all__ = [
+    "COUNT_ROLE",
+    "KEY_TYPES",
+    "DEFAULT_READ_OPS",
+    "DEFAULT_WRITE_OPS",
+    "FORMATS",
+    "ROLES",
+    "TIME_UNITS",
+    "TraceSpec",
+]

@@ -1,7 +1,11 @@
 """Turn a stream of events (or per-key counts) into per-window statistics, in bounded memory.
 
 Windows are ``[origin + i * window_s, origin + (i + 1) * window_s)``; ``origin`` defaults to
-the first event's time rounded down to a multiple of ``window_s``. Per-window statistics are
+the first event's time rounded down to a multiple of ``window_s``. The edge windows of a trace
+of events say how much time they cover: the first one starts at the first event (when that is
+inside its window) and the last one, closed by :meth:`WindowAggregator.flush`, ends at the trace's
+end (``flush(end=...)``, else the last event's time), so ``reads / length`` rates them by the time
+they cover rather than diluting a partial window over a whole one. Per-window statistics are
 exact (numpy over the window's keys). The cumulative keyspace is an exact set until it holds
 ``exact_key_limit`` keys; beyond that it is a HyperLogLog sketch (datasketches) and windows
 carry ``exact=False``. Events that arrive a little late (time before the open window) are
@@ -9,8 +13,11 @@ counted in the open window.
 
 >>> agg = WindowAggregator(window_s=1.0)
 >>> b = EventBatch.from_columns(ts=[0.1, 0.2, 0.3, 2.5], key=[1, 1, 2, 3], op=[0, 0, 1, 0])
->>> [(w.index, w.reads, w.writes, w.active_keys, w.keyspace_size) for w in agg.push(b) + agg.flush()]
+>>> ws = agg.push(b) + agg.flush(end=2.75)
+>>> [(w.index, w.reads, w.writes, w.active_keys, w.keyspace_size) for w in ws]
 [(0, 2, 1, 2, 2), (1, 0, 0, 0, 2), (2, 1, 0, 1, 3)]
+>>> [(w.start, w.length) for w in ws]
+[(0.1, 0.9), (1.0, 1.0), (2.0, 0.75)]
 """
 
 from __future__ import annotations
@@ -112,7 +119,9 @@ class WindowAggregator:
         }
 
     # -- state ----------------------------------------------------------------------------------
-    def _start(self, t0: float) -> None:
+    def _start(self, t0: float, *, partial_first: bool = False) -> None:
+        """Validate the parameters and open window 0; with ``partial_first`` (a stream of events
+        starting at ``t0``), the first window covers only ``[t0, its end)``."""
         ws = self.window_s
         if isinstance(ws, bool) or not isinstance(ws, int | float) or not math.isfinite(ws) or ws <= 0:
             raise ConfigError(f"window_s must be a positive number, got {ws!r}")
@@ -123,6 +132,9 @@ class WindowAggregator:
         self.origin_ = float(self.origin) if self.origin is not None else math.floor(t0 / ws) * ws
         self._cur = 0
         self._open = _Open(self.n_buckets)
+        inside = self.origin_ < t0 < self.origin_ + ws
+        self._first_start: float | None = float(t0) if partial_first and inside else None
+        self._last_ts: float | None = None
         self._seen: KeySet | None = KeySet()
         self._hll: Any = None
         self._freq: Any = None
@@ -177,7 +189,8 @@ class WindowAggregator:
         if not np.isfinite(batch.ts).all():
             raise InputError("event times must be finite")
         if not self._started:
-            self._start(float(batch.ts[0]))
+            self._start(float(batch.ts[0]), partial_first=True)
+        self._note_end(float(batch.ts.max()))
         widx = np.maximum.accumulate(np.maximum(self._index(batch.ts), self._cur))
         last = int(widx[-1])
         self._check_jump(last, float(batch.ts[-1]))
@@ -227,6 +240,7 @@ class WindowAggregator:
             if idx > self._cur
             else []
         )
+        self._note_end(self.origin_ + (idx + 1) * float(self.window_s))  # a report covers its window
         o = self._open
         tot = r + w
         nz = tot > 0
@@ -249,16 +263,58 @@ class WindowAggregator:
                     acc += np.bincount(bucket_of(k, self.n_buckets), weights=tot, minlength=self.n_buckets)
         return out
 
-    def flush(self) -> list[WindowStats]:
-        """Close the open window if anything arrived for it; later input starts after it."""
-        cols = self.flush_columns()
+    def close_window(self) -> list[WindowStats]:
+        """Close the open window even when nothing arrived for it (a source that reported an
+        idle window); later input starts after it."""
+        if not self._started:
+            return []
+        return _records(self._close_through(self._cur + 1, EventBatch.empty(), np.empty(0, dtype=np.int64)))
+
+    def skip_to(self, window_start: float) -> None:
+        """Make the window starting at ``window_start`` the open one, in O(1): the windows in
+        between were not observed (no source reported them), which is not the same as empty,
+        so none of them is closed. The open window must hold nothing."""
+        if not self._started:
+            self._start(float(window_start))
+        idx = round((window_start - self.origin_) / self.window_s)
+        if not self._open.empty:
+            raise InputError("skip_to needs an empty open window: close it first")
+        if idx < self._cur:
+            raise InputError(f"window starting at {window_start} is already closed")
+        self._cur = idx
+
+    def flush(self, *, end: float | None = None) -> list[WindowStats]:
+        """Close the open window if anything arrived for it; later input starts after it.
+
+        The closed window is the trace's last: its length is the time from its start to
+        ``end`` (the trace's end, when the caller knows it), else to the last event's time (a
+        window of per-key counts covers its whole length); never more than a window length,
+        and a whole one if that time is not after the window's start."""
+        cols = self.flush_columns(end=end)
         return _records(cols) if cols is not None else []
 
-    def flush_columns(self) -> dict[str, np.ndarray] | None:
+    def flush_columns(self, *, end: float | None = None) -> dict[str, np.ndarray] | None:
         """Like :meth:`flush`, as columns (see :meth:`push_columns`)."""
+        if end is not None:
+            if isinstance(end, bool) or not isinstance(end, int | float) or not math.isfinite(end):
+                raise InputError(f"end must be a finite time, got {end!r}")
+            if self._started and self._last_ts is not None and end < self._last_ts:
+                raise InputError(f"end {end:g} is before the input's last time {self._last_ts:g}")
         if not self._started or self._open.empty:
             return None
-        return self._close_through(self._cur + 1, EventBatch.empty(), np.empty(0, dtype=np.int64))
+        stop = self._last_ts if end is None else float(end)
+        cols = self._close_through(self._cur + 1, EventBatch.empty(), np.empty(0, dtype=np.int64))
+        if stop is not None:
+            start = float(cols["start"][0])
+            covered = min(stop, start + float(cols["length"][0])) - start
+            if covered > 0:
+                cols["length"][0] = covered
+        return cols
+
+    def _note_end(self, t: float) -> None:
+        """Remember the latest time the input covers (the last window's end at :meth:`flush`)."""
+        if self._last_ts is None or t > self._last_ts:
+            self._last_ts = t
 
     # -- snapshot -------------------------------------------------------------------------------
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -278,6 +334,8 @@ class WindowAggregator:
             "writes": o.writes,
             "labels": sorted(o.labels.items()),
             "exact": self._seen is not None,
+            "first_start": self._first_start,
+            "last_ts": self._last_ts,
         }
         arrays |= {
             "open_keys": keys.astype(np.uint64),
@@ -306,6 +364,9 @@ class WindowAggregator:
         agg._start(0.0)
         agg.origin_ = float(meta["origin"])
         agg._cur = int(meta["cur"])
+        first, last = meta.get("first_start"), meta.get("last_ts")  # absent from older states
+        agg._first_start = None if first is None else float(first)
+        agg._last_ts = None if last is None else float(last)
         o = agg._open
         o.reads, o.writes = int(meta["reads"]), int(meta["writes"])
         o.labels = {int(k): int(v) for k, v in meta["labels"]}
@@ -402,7 +463,7 @@ class WindowAggregator:
         cols = {
             "index": index,
             "start": self.origin_ + index * float(self.window_s),
-            "length": np.full(nwin, float(self.window_s)),
+            "length": np.full(nwin, float(self.window_s)),  # edges: see _first_start, flush_columns
             "reads": reads.astype(np.int64),
             "writes": writes.astype(np.int64),
             "active_keys": active,
@@ -414,6 +475,10 @@ class WindowAggregator:
             "bucket_load": load,
             "bucket_bytes": size,
         }
+        if self._first_start is not None and index[0] == 0:
+            cols["start"][0] = self._first_start
+            cols["length"][0] = self.origin_ + float(self.window_s) - self._first_start
+            self._first_start = None
         self._cur = last
         self._open = _Open(self.n_buckets)
         if self._seen is not None and len(self._seen) > self.exact_key_limit:
@@ -555,9 +620,11 @@ def window_frame(
     exact_key_limit: int = 1_000_000,
     n_buckets: int = 0,
     on_batch: Callable[[EventBatch], None] | None = None,
+    end: float | None = None,
 ) -> WindowFrame:
     """All windows of a stream of batches as one :class:`WindowFrame`. ``on_batch`` is called
-    after each batch (e.g. to advance a progress bar)."""
+    after each batch (e.g. to advance a progress bar); ``end`` is the trace's end, when known
+    (the last window covers up to it; default: the last event's time)."""
     agg = WindowAggregator(window_s, top_k=top_k, exact_key_limit=exact_key_limit, n_buckets=n_buckets)
     parts: list[dict[str, np.ndarray]] = []
     for b in batches:
@@ -566,7 +633,7 @@ def window_frame(
             parts.append(cols)
         if on_batch is not None:
             on_batch(b)
-    last = agg.flush_columns()
+    last = agg.flush_columns(end=end)
     if last is not None:
         parts.append(last)
     return frame_of(parts, n_buckets)

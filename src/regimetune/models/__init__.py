@@ -27,7 +27,7 @@ from regimetune.models.rescale import (
     RescalePlan,
 )
 from regimetune.models.tuning import Decision, Evaluation, Objective, PushOutcome, RunStatus, TuningRun
-from regimetune.models.windows import SCALAR_COLUMNS, WindowFrame, WindowStats
+from regimetune.models.windows import DEFAULT_WINDOW_S, SCALAR_COLUMNS, WindowFrame, WindowStats
 
 __all__ = [
     "NO_BUCKET",
@@ -71,4 +71,5 @@ __all__ = [
     "TuningRun",
     "WindowFrame",
     "WindowStats",
+    "DEFAULT_WINDOW_S",
 ]

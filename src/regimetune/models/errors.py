@@ -11,16 +11,34 @@
     ├── NotFoundError (LookupError)         an unknown regime, job, server...
     ├── ConflictError (ValueError)          a write that contradicts stored state
     ├── BackendError (ConnectionError)      a rescaling backend that cannot be reached or refused
+    ├── SourceError (ConnectionError)       a telemetry source (Prometheus, NATS) that cannot be reached
     └── TuningError (RuntimeError)          an optimisation session that cannot go on
 
-Foreign exceptions are translated at the edges with ``raise ... from exc``.
+Foreign exceptions are translated at the edges with ``raise ... from exc``. Every error
+pickles intact (type, message and attributes such as a trace error's file and line), so it
+crosses a process pool or a Dask cluster as itself rather than breaking the pool.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def _rebuild(cls: type[RegimetuneError], args: tuple[Any, ...], state: dict[str, Any]) -> RegimetuneError:
+    """Unpickle an error without calling its ``__init__`` (whose signature may differ from
+    ``args``, as ``TraceFormatError``'s keyword-only ``source`` does)."""
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
 
 class RegimetuneError(Exception):
     """Root of every error this project raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the default (``cls(*self.args)``) fails for any subclass with its own __init__
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
 class ConfigError(ValueError, RegimetuneError):
@@ -68,6 +86,10 @@ class ConflictError(ValueError, RegimetuneError):
 
 class BackendError(ConnectionError, RegimetuneError):
     """A rescaling backend that could not be reached or refused a push."""
+
+
+class SourceError(ConnectionError, RegimetuneError):
+    """A telemetry source (a daemon's /metrics, Prometheus, NATS) that could not be reached."""
 
 
 class TuningError(RuntimeError, RegimetuneError):

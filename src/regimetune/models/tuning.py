@@ -22,6 +22,7 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"  # the service stopped while it ran; it can be restarted
 
 
 class Evaluation(BaseModel):
@@ -61,6 +62,9 @@ class PushOutcome(StrEnum):
     PENDING = "pending"
     DELIVERED = "delivered"
     FAILED = "failed"  # given up after retries; the last known-good policy stays in force
+    REFUSED = "refused"  # the backend refused it for good (a 4xx); later versions go on
+    SUPERSEDED = "superseded"  # a newer version was delivered before this one could be
+    HELD = "held"  # the flap budget held the push back
 
 
 class Decision(BaseModel):

@@ -10,6 +10,9 @@ import numpy as np
 
 from regimetune.models.errors import InputError
 
+DEFAULT_WINDOW_S = 10.0
+"""The window length (s) of every command and of the service unless told otherwise."""
+
 
 @dataclass(frozen=True, slots=True)
 class WindowStats:
@@ -79,7 +82,9 @@ SCALAR_COLUMNS: tuple[str, ...] = tuple(
 class WindowFrame:
     """Many windows as read-only numpy columns (``SCALAR_COLUMNS``), plus per-bucket
     matrices ``bucket_load``/``bucket_bytes`` of shape ``(n_windows, n_buckets)``
-    (``n_buckets`` may be 0). Windows are in time order and equally long.
+    (``n_buckets`` may be 0). Windows are in time order and equally long, except the edges
+    of a trace: the first and last windows may cover only part of a window length (``start``
+    and ``length`` say which part), so ``reads_per_s`` rates them by the time they cover.
     """
 
     columns: dict[str, np.ndarray]
@@ -174,4 +179,4 @@ _COLUMN_DTYPES: dict[str, type[np.generic]] = {
 COLUMN_DTYPES: dict[str, type[np.generic]] = _COLUMN_DTYPES
 """The numpy dtype of each scalar column of a :class:`WindowFrame` (for readers and writers)."""
 
-__all__ = ["COLUMN_DTYPES", "SCALAR_COLUMNS", "WindowFrame", "WindowStats"]
+__all__ = ["COLUMN_DTYPES", "DEFAULT_WINDOW_S", "SCALAR_COLUMNS", "WindowFrame", "WindowStats"]

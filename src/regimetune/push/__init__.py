@@ -27,7 +27,8 @@ from regimetune.push.outbox import (
     RetryPolicy,
 )
 from regimetune.push.recording import RecordingBackend
-from regimetune.push.registry import ADAPTERS, build_backend
+from regimetune.push.redact import redact
+from regimetune.push.registry import ADAPTERS, backend_for, build_backend
 from regimetune.push.rest import ReferenceBackend, RestBackend
 
 __all__ = [
@@ -50,5 +51,7 @@ __all__ = [
     "RestBackend",
     "RetryPolicy",
     "TransientPushError",
+    "backend_for",
     "build_backend",
+    "redact",
 ]

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Literal, Protocol, Self, runtime_checkable
 
 from regimetune.models import BackendError, PolicyVersion
+from regimetune.push.redact import redact
 
 PushStatus = Literal["applied", "duplicate"]
 
@@ -43,7 +44,8 @@ class PushReceipt:
 class PushError(BackendError):
     """One push attempt failed. ``retryable`` tells the outbox whether to try again;
     ``status_code`` is the HTTP status when there was a response; ``retry_after`` the delay
-    (seconds) the backend asked for, if any."""
+    (seconds) the backend asked for, if any. The message is redacted (URL userinfo,
+    tokens): it is written to the decision log and to logs."""
 
     retryable: bool = False
 
@@ -55,6 +57,7 @@ class PushError(BackendError):
         status_code: int | None = None,
         retry_after: float | None = None,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.reason = message
         self.version = version

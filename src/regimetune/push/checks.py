@@ -137,12 +137,30 @@ def check_store_attempts_and_finish(make: Callable[[], OutboxStore]) -> None:
     assert list(store.pending()) == []
 
 
+def check_store_refused_and_superseded(make: Callable[[], OutboxStore]) -> None:
+    store = make()
+    for n in (1, 2, 3, 4):
+        store.append(_version(n))
+    store.mark_refused(1, error="422 invalid weights", at=10.0)
+    store.mark_delivered(3, at=11.0)
+    store.mark_superseded(2, error="superseded by version 3", at=11.0)
+    assert _pending_versions(store) == [4]
+    last = store.last_delivered()
+    assert last is not None and last.version == 3, "refused and superseded versions are not in force"
+    store.mark_superseded(4, error="superseded by version 9", at=12.0)
+    assert list(store.pending()) == []
+    last = store.last_delivered()
+    assert last is not None and last.version == 3
+
+
 def check_store_unknown_version(make: Callable[[], OutboxStore]) -> None:
     store = make()
     store.append(_version(1))
     for call in (
         lambda: store.mark_delivered(7, at=1.0),
         lambda: store.mark_failed(7, error="x", at=1.0),
+        lambda: store.mark_refused(7, error="x", at=1.0),
+        lambda: store.mark_superseded(7, error="x", at=1.0),
         lambda: store.record_attempt(7, error="x", next_attempt_at=1.0),
     ):
         try:
@@ -157,6 +175,7 @@ OUTBOX_STORE_CHECKS: tuple[Callable[[Callable[[], OutboxStore]], None], ...] = (
     check_store_pending_in_version_order,
     check_store_append_idempotent_and_conflicts,
     check_store_attempts_and_finish,
+    check_store_refused_and_superseded,
     check_store_unknown_version,
 )
 

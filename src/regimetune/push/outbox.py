@@ -1,29 +1,37 @@
 """The outbox: every policy version is stored first, then delivered to the backend in
-order, with retries, by an :class:`OutboxWorker`.
+order, with retries, by an :class:`OutboxWorker`. The version store holds what the engine
+wants (desired); the outbox records what the backend acknowledged (delivered), as a
+Kubernetes object has a spec and a status.
 
 Delivery rules (what a storage operator can rely on):
 
-* **In order.** The worker only ever pushes the oldest pending version. Version N+1 is not
-  sent before N is delivered or given up.
-* **Nothing dropped while the backend is down.** A transient failure (connection refused,
-  timeout, 5xx, 429) keeps the version at the head of the outbox and retries it with
-  exponential backoff and full jitter: attempt k waits ``uniform(0, min(cap, base *
-  2**(k-1)))`` seconds (at least the backend's ``Retry-After``, at most ``cap``). By
-  default (``max_attempts=None``) it retries forever; versions that queue up behind it are
-  delivered, each exactly once and in order, when the backend is back.
+* **In order.** The backend only ever sees increasing version numbers. Version N+1 is not
+  sent before N is finished (delivered, refused, superseded or given up).
+* **Never given up while the backend is unreachable.** A transient failure (connection
+  refused, timeout, 5xx, 429, or a 409 conflict: the backend holds something else, which a
+  retry or a newer version may resolve) keeps the version pending and retries it with
+  capped exponential backoff and full jitter: attempt k waits ``uniform(0, min(cap, base *
+  2**(k-1)))`` seconds (at least the backend's ``Retry-After``, at most ``cap``). By default
+  (``max_attempts=None``) it retries forever, however long the outage.
+* **Superseded only by a delivered newer version.** With ``supersede=True`` the worker
+  sends the newest pending version of the head's scope (each version is a whole policy)
+  and, only once the backend acknowledged it, records the older pending versions of that
+  scope as ``superseded`` by it: after an outage the backend goes straight to what the
+  engine wants now instead of replaying stale regimes. Backoff carries over from the
+  older versions, so a new version does not restart it. Without it every version is sent.
+  A service has one scope today (:func:`scope_of`).
 * **Exactly once at the backend.** The version number is the idempotency key: if the
   worker dies between a push and ``mark_delivered``, the re-push is acknowledged as a
   duplicate and counts as delivered.
-* **Refusals do not block.** A permanent refusal (other 4xx: a stale version, invalid
-  weights) marks the version ``failed`` at once and delivery moves on to the next version;
-  sending it again would not help, and each version is a whole policy, so the next one
-  supersedes it. With ``max_attempts`` set, a version that keeps failing transiently is
-  given up the same way after that many attempts.
+* **Refusals do not block.** A version the backend refuses for good (a 4xx other than a
+  409 conflict: invalid weights, bad credentials) is recorded ``refused`` with the reason
+  at once, and delivery moves on; sending it again would not help. With ``max_attempts``
+  set, a version that keeps failing transiently is given up (``failed``) after that many.
 * **Reported.** Every outcome is a :class:`DeliveryEvent` (returned by :meth:`step` and
   passed to ``on_event``) that the service writes to its decision log: ``delivered``,
-  ``retrying`` (each failed attempt), ``stalled`` (once, when a version has failed
-  ``report_after`` times in a row: the backend is behind) and ``failed`` (given up). A
-  ``failed`` event carries ``in_force``, the last delivered version, which stays in force
+  ``superseded``, ``retrying`` (each failed attempt), ``stalled`` (once, when a version has
+  failed ``report_after`` times in a row: the backend is behind), ``refused`` and
+  ``failed``. Events carry ``in_force``, the last delivered version, which stays in force
   at the backend.
 
 The storage is a protocol, :class:`OutboxStore`; :class:`InMemoryOutboxStore` serves tests
@@ -47,8 +55,15 @@ from regimetune.push.base import Backend, PushError
 
 log = logging.getLogger(__name__)
 
-EntryState = Literal["pending", "delivered", "failed"]
-EventKind = Literal["delivered", "retrying", "stalled", "failed"]
+EntryState = Literal["pending", "delivered", "failed", "refused", "superseded"]
+EventKind = Literal["delivered", "superseded", "retrying", "stalled", "failed", "refused"]
+FINISHED: frozenset[str] = frozenset({"delivered", "failed", "refused", "superseded"})
+
+
+def scope_of(version: PolicyVersion) -> str:
+    """The scope a version belongs to: only a newer version of the same scope supersedes
+    an older one. A service pushes one policy for all its servers today, so one scope."""
+    return "service"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +88,9 @@ class OutboxStore(Protocol):
       no-op (returns the stored entry); the same number with other content, or a number
       not above every stored one, raises ``ConflictError``.
     * ``pending``: the pending entries, in increasing version order.
-    * ``mark_delivered`` / ``mark_failed``: finish a version (``NotFoundError`` if unknown).
+    * ``mark_delivered`` / ``mark_failed`` / ``mark_refused`` / ``mark_superseded``: finish
+      a version (``NotFoundError`` if unknown); ``error`` says why (for ``superseded``:
+      which version was delivered instead).
     * ``record_attempt``: one more failed attempt, its error, and when to try again.
     * ``last_delivered``: the newest delivered version (the one in force), or None.
     """
@@ -87,6 +104,10 @@ class OutboxStore(Protocol):
     def record_attempt(self, version: int, *, error: str, next_attempt_at: float) -> None: ...
 
     def mark_failed(self, version: int, *, error: str, at: float) -> None: ...
+
+    def mark_refused(self, version: int, *, error: str, at: float) -> None: ...
+
+    def mark_superseded(self, version: int, *, error: str, at: float) -> None: ...
 
     def last_delivered(self) -> PolicyVersion | None: ...
 
@@ -143,10 +164,17 @@ class InMemoryOutboxStore:
             ),
         )
 
+    def _finish(self, version: int, state: EntryState, error: str, at: float) -> None:
+        self._update(version, lambda e: dataclasses.replace(e, state=state, last_error=error, finished_at=at))
+
     def mark_failed(self, version: int, *, error: str, at: float) -> None:
-        self._update(
-            version, lambda e: dataclasses.replace(e, state="failed", last_error=error, finished_at=at)
-        )
+        self._finish(version, "failed", error, at)
+
+    def mark_refused(self, version: int, *, error: str, at: float) -> None:
+        self._finish(version, "refused", error, at)
+
+    def mark_superseded(self, version: int, *, error: str, at: float) -> None:
+        self._finish(version, "superseded", error, at)
 
     def last_delivered(self) -> PolicyVersion | None:
         with self._lock:
@@ -216,6 +244,10 @@ class DeliveryEvent:
             return PushOutcome.DELIVERED
         if self.kind == "failed":
             return PushOutcome.FAILED
+        if self.kind == "refused":
+            return PushOutcome.REFUSED
+        if self.kind == "superseded":
+            return PushOutcome.SUPERSEDED
         return PushOutcome.PENDING
 
 
@@ -223,7 +255,8 @@ class OutboxWorker:
     """Deliver the versions of ``store`` to ``backend`` by the rules in the module doc.
 
     ``clock`` (seconds, wall clock by default since ``next_attempt_at`` is persisted) and
-    ``sleep`` are injectable so tests run on a fake clock; ``seed`` fixes the jitter.
+    ``sleep`` are injectable so tests run on a fake clock; ``seed`` fixes the jitter;
+    ``supersede`` sends the newest pending version of a scope (see the module doc).
     Call :meth:`step` from your own loop, :meth:`drain` to deliver everything now, or
     :meth:`start` a background thread and :meth:`notify` it when a version is appended.
     Run one worker per outbox: two workers on the same store could push a version twice
@@ -241,6 +274,7 @@ class OutboxWorker:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         seed: int | None = None,
+        supersede: bool = False,
     ) -> None:
         self.store = store
         self.backend = backend
@@ -250,6 +284,7 @@ class OutboxWorker:
         self.clock = clock
         self.sleep = sleep
         self.seed = seed
+        self.supersede = supersede
         self._rng: random.Random | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -269,9 +304,18 @@ class OutboxWorker:
         return last.version if last is not None else None
 
     # -- one pass ----------------------------------------------------------------------------
+    def _batch(self, pending: Sequence[OutboxEntry]) -> list[OutboxEntry]:
+        """The versions the next push settles: the head alone, or with ``supersede`` every
+        pending version of the head's scope (the newest is sent)."""
+        if not self.supersede:
+            return [pending[0]]
+        scope = scope_of(pending[0].version)
+        return [e for e in pending if scope_of(e.version) == scope]
+
     def step(self) -> list[DeliveryEvent]:
-        """Push every pending version that is due, oldest first, until one fails
-        transiently (it then waits for its backoff) or none is left."""
+        """Push every pending version that is due, oldest first (or the newest of its scope,
+        with ``supersede``), until one fails transiently (it then waits for its backoff) or
+        none is left."""
         if self._rng is None:
             self._rng = random.Random(self.seed)
         events: list[DeliveryEvent] = []
@@ -279,18 +323,33 @@ class OutboxWorker:
             pending = self.store.pending()
             if not pending:
                 return events
-            head = pending[0]
-            now = self.clock()
-            if head.next_attempt_at > now:
+            batch = self._batch(pending)
+            target, now = batch[-1], self.clock()
+            if max(e.next_attempt_at for e in batch) > now:
                 return events
-            n, attempt = head.version.version, head.attempts + 1
+            n, attempt = target.version.version, max(e.attempts for e in batch) + 1
             try:
-                receipt = self.backend.push(head.version)
+                receipt = self.backend.push(target.version)
             except PushError as exc:
-                if not self._failed(head, attempt, exc, now, events):
+                if not self._failed(target, attempt, exc, now, events):
                     return events
                 continue
             self.store.mark_delivered(n, at=now)
+            for older in batch[:-1]:
+                m = older.version.version
+                reason = f"superseded by version {n}, delivered first"
+                self.store.mark_superseded(m, error=reason, at=now)
+                self._emit(
+                    events,
+                    DeliveryEvent(
+                        kind="superseded",
+                        version=m,
+                        at=now,
+                        attempts=older.attempts,
+                        error=reason,
+                        in_force=n,
+                    ),
+                )
             self._emit(
                 events,
                 DeliveryEvent(
@@ -306,23 +365,31 @@ class OutboxWorker:
     def _failed(
         self, head: OutboxEntry, attempt: int, exc: PushError, now: float, events: list[DeliveryEvent]
     ) -> bool:
-        """Record a failed attempt; True when the version was given up (move on)."""
+        """Record a failed attempt; True when the version is finished (move on)."""
         n, retry, error = head.version.version, self._retry, str(exc)
-        gave_up = not exc.retryable or (retry.max_attempts is not None and attempt >= retry.max_attempts)
-        if gave_up:
-            if exc.retryable:
-                error = f"gave up after {attempt} attempts: {error}"
-            self.store.mark_failed(n, error=error, at=now)
+        transient = exc.retryable or exc.status_code == 409  # a conflict: not refused for good
+        if not transient:
+            self.store.mark_refused(n, error=error, at=now)
             self._emit(
                 events,
                 DeliveryEvent(
-                    kind="failed",
+                    kind="refused",
                     version=n,
                     at=now,
                     attempts=attempt,
                     error=error,
                     in_force=self._in_force(),
-                    permanent=not exc.retryable,
+                    permanent=True,
+                ),
+            )
+            return True
+        if retry.max_attempts is not None and attempt >= retry.max_attempts:
+            error = f"gave up after {attempt} attempts: {error}"
+            self.store.mark_failed(n, error=error, at=now)
+            self._emit(
+                events,
+                DeliveryEvent(
+                    kind="failed", version=n, at=now, attempts=attempt, error=error, in_force=self._in_force()
                 ),
             )
             return True
@@ -348,9 +415,9 @@ class OutboxWorker:
         return False
 
     def next_due(self) -> float | None:
-        """When the oldest pending version may be tried (None: nothing pending)."""
+        """When the next push may be tried (None: nothing pending)."""
         pending = self.store.pending()
-        return pending[0].next_attempt_at if pending else None
+        return max(e.next_attempt_at for e in self._batch(pending)) if pending else None
 
     # -- loops -------------------------------------------------------------------------------
     def drain(self, *, timeout: float | None = None) -> list[DeliveryEvent]:
@@ -411,9 +478,11 @@ __all__ = [
     "DeliveryEvent",
     "EntryState",
     "EventKind",
+    "FINISHED",
     "InMemoryOutboxStore",
     "OutboxEntry",
     "OutboxStore",
     "OutboxWorker",
     "RetryPolicy",
+    "scope_of",
 ]

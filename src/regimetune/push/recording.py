@@ -113,16 +113,18 @@ class RecordingBackend(BaseBackend):
                 cls = PermanentPushError if self._fail_permanent else TransientPushError
                 raise cls(f"{self.name}: injected failure", version=n)
             if n in self.reject:
-                raise PermanentPushError(f"{self.name} refuses version {n}", version=n)
+                raise PermanentPushError(f"{self.name} refuses version {n}", version=n, status_code=422)
             current = self._received[-1] if self._received else None
             if current is not None and n < current.version:
                 raise PermanentPushError(
-                    f"version {n} is older than version {current.version} in force", version=n
+                    f"version {n} is older than version {current.version} in force",
+                    version=n,
+                    status_code=409,
                 )
             if current is not None and n == current.version:
                 if current != version:
                     raise PermanentPushError(
-                        f"version {n} was already applied with different content", version=n
+                        f"version {n} was already applied with different content", version=n, status_code=409
                     )
                 return PushReceipt(version=n, status="duplicate", backend=self.name)
             self._received.append(version)

@@ -36,6 +36,7 @@ from regimetune.push.base import (
     PushStatus,
     TransientPushError,
 )
+from regimetune.push.redact import redact_logger
 
 _TRANSIENT_4XX = frozenset({408, 425, 429})
 _DUPLICATE_WORDS = ("already applied", "already_applied", "duplicate")
@@ -123,6 +124,7 @@ class RestBackend(BaseBackend):
         self.client = client
         self.name = name
         self._own_client: httpx.Client | None = None
+        redact_logger("httpx")  # httpx logs each request's URL, credentials included
 
     # -- building the request --------------------------------------------------------------
     def build_body(self, version: PolicyVersion) -> dict[str, Any]:

@@ -6,7 +6,13 @@ paper's batch K-means.
 """
 
 from regimetune.models.regimes import RegimeHistory
-from regimetune.regimes.detector import FORMAT_VERSION, OnlineRegimeDetector, segments_of
+from regimetune.regimes.detector import (
+    FORMAT_VERSION,
+    SERIES_STEP_S,
+    OnlineRegimeDetector,
+    detect_series,
+    segments_of,
+)
 from regimetune.regimes.features import DEFAULT_FEATURES, FEATURES, UNITS, FeatureExtractor
 from regimetune.regimes.metrics import (
     DetectionScore,
@@ -18,19 +24,23 @@ from regimetune.regimes.metrics import (
     score,
 )
 from regimetune.regimes.paper import PaperResult, paper_kmeans
+from regimetune.regimes.params import DetectorParams
 
 __all__ = [
     "DEFAULT_FEATURES",
     "FEATURES",
     "FORMAT_VERSION",
+    "SERIES_STEP_S",
     "UNITS",
     "DetectionScore",
+    "DetectorParams",
     "FeatureExtractor",
     "OnlineRegimeDetector",
     "PaperResult",
     "RegimeHistory",
     "ari",
     "change_points",
+    "detect_series",
     "detection_delays",
     "false_changes_per_hour",
     "paper_kmeans",

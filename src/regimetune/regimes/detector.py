@@ -1,375 +1,282 @@
-"""Online regime detection with stable ids, dwell and hysteresis, transitions, and state that
-survives a restart.
+"""Online regime detection with stable ids: a change test with a noise model in front of an
+online clustering of the segments it finds.
 
-The detector is a streaming nearest-centroid clusterer over the features of
-:mod:`regimetune.regimes.features`, with a change test in front of it:
+* **Features** of a trace window are log rates and counts (reads/s, writes/s, keyspace
+  growth, active keys), the top-k share and the key entropy
+  (:mod:`regimetune.regimes.features`); each comes with the variance its counts imply,
+  so a window with 1 active key and one with 2 differ by noise, and an edge window that
+  covers part of a window length is rated by the time it covers. A series (``--series``,
+  :func:`detect_series`, :meth:`OnlineRegimeDetector.learn_one`) uses its own columns.
+* **Change test**: online PELT over lines with Gaussian noise learnt from first
+  differences, a change costing the BIC of one more segment
+  (:mod:`regimetune.regimes._segmenter`). Every change is dated to the start of the
+  segment the test found, and confirmed once that segment has held ``dwell_s``.
+* **Regimes** are clusters of those segments with stable ids: a segment returns to a known
+  regime only when its level is consistent with that regime's (a chi-square test), a new
+  level founds a regime once it has held ``min_regime_s``, and an excursion that lasts as
+  long without settling is a *transition* (a decline). K is learnt, up to ``max_regimes``.
 
-* a warm-up of ``warmup`` windows founds regime 0. Distances are in the fixed feature
-  units by default (with ``noise_floor > 0``, in the warm-up's noise units instead), so the
-  scale never drifts with the trace length;
-* a change opens when the smoothed point is farther than ``radius`` from every known regime,
-  or when the mean of the last ``dwell`` windows left the line of the current regime's
-  recent past by ``z`` standard errors in features that moved by ``min_shift`` feature
-  units together, or by ``1.2 z`` in two or more features at once, none of them alone
-  beyond ``z`` (each regime learns its features' noise as it goes): a large step is
-  confirmed as soon as ``dwell`` windows show it, a slow drift or a run of odd windows in a
-  single statistic is not;
-* once ``dwell`` windows sit at one level, that level is matched: a known regime within
-  ``radius`` returns with its old id, the current one holds when the level does not differ
-  from it significantly, else a new regime is founded there (K is learnt, up to ``k`` or
-  ``max_regimes``);
-* a young regime that keeps moving (a significant slope over its life) is a *transition*,
-  such as the decline after a flash crowd: it differs from a plateau in slope, not level.
-  Its centroid follows the windows, and it ends when its ``trend_feature`` (the log read
-  rate) has levelled off in the transition's own time scale (flat over the last part of
-  it, at most ``span`` windows); the new plateau is dated back to where the rate levelled
-  off;
-* between changes, a known regime takes over only after ``dwell`` windows in a row nearer
-  to it than to the current one by ``margin`` (hysteresis), and centroids follow slow drift
-  (step floored at ``1 / n_cap``) while keeping their ids. A regime founded by a change is,
-  for its first ``n_cap`` windows, the mean of its own windows from ``dwell`` windows after
-  the change on: the level it was founded at may hold windows that straddle the change (the
-  first regime likewise, once half the warm-up's worth of windows are its own).
-
-Every change is dated to where its evidence began (:attr:`RegimeChange.at_window`) and
-confirmed later (:attr:`RegimeChange.confirmed_window`); history labels are back-dated to
-the change, online labels are not.
-
-:meth:`OnlineRegimeDetector.update` is the per-window call of the service;
+All parameters are in :class:`~regimetune.regimes.params.DetectorParams`, durations in
+seconds. :meth:`OnlineRegimeDetector.update` is the per-window call of the service;
 :meth:`OnlineRegimeDetector.detect` replays a whole frame through the same compiled loop.
+The detector is a river :class:`~river.base.Clusterer`, so it composes in river pipelines.
 
->>> import numpy as np
 >>> from regimetune.regimes.synthetic import parsplice_like_frame
->>> frame = parsplice_like_frame(n_windows=1000, seed=1)
->>> history = OnlineRegimeDetector().detect(frame)
->>> [s.regime_id for s in history.segments]
-[0, 1, 2, 3]
+>>> frame = parsplice_like_frame(n_windows=1000, seed=1)  # read as windows of 10 s
+>>> history = OnlineRegimeDetector(window_s=10.0).detect(frame)
+>>> [(s.regime_id, s.start_window) for s in history.segments]
+[(0, 0), (1, 147), (2, 248), (3, 600)]
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from river import base
 
 from regimetune.models import InputError, Regime, RegimeChange, RegimeSegment, WindowFrame, WindowStats
 from regimetune.models.regimes import RegimeHistory
-from regimetune.regimes import _kernel
-from regimetune.regimes.features import DEFAULT_FEATURES, FeatureExtractor
-from regimetune.regimes.hindsight import redate_transition_ends
+from regimetune.regimes import _segmenter
+from regimetune.regimes.features import FeatureExtractor
+from regimetune.regimes.params import DetectorParams
 
-FORMAT_VERSION = 2
-#: Windows at the start of a stream whose features are incomplete (the first window has no
-#: keyspace growth rate); they join the first regime once it is founded.
-_SKIP = 1
-#: Windows of recent past that the change test compares the last ``dwell`` windows with.
-_BASE = 30
-#: Smallest noise of a feature (feature units): a feature that hardly moves, such as the
-#: keyspace growth rate, cannot make a tiny wobble significant.
-_SIGMA_FLOOR = 0.01
-#: A transition has ended when, over the last _SETTLE_FRAC of its age (at most ``span``
-#: windows), its trend's slope plus _SETTLE_T standard errors is below _SETTLE_SHARE of
-#: its mean slope so far: flat for a while, in its own time scale.
-_SETTLE_FRAC = 0.4
-_SETTLE_T = 2.0
-_SETTLE_SHARE = 0.3
-#: A young regime is a transition when some feature's slope over its life is significant
-#: (|t| >= _MOVE_T) and amounts to _MOVE_MIN feature units.
-_MOVE_T = 5.0
-_MOVE_MIN = 0.2
-#: A transition's centroid follows the windows with a step of at least 1 / _N_FOLLOW.
-_N_FOLLOW = 4.0
+#: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
+#: line-test kernel's (before the change test was a penalised likelihood); they cannot be
+#: converted and are refused with a message that says what to do.
+FORMAT_VERSION = 3
+_D = DetectorParams()
 
 
-class OnlineRegimeDetector:
-    """Detects workload regimes window by window.
+class OnlineRegimeDetector(base.Clusterer):
+    """Detects workload regimes window by window (parameters: :class:`DetectorParams`).
 
-    ``k`` fixes the largest number of regimes (default: learnt from the data, at most
-    ``max_regimes``); ``dwell`` is how many windows a change must hold (the stabilization
-    window); ``margin`` the hysteresis and ``radius`` the distance from every known regime
-    at which a point is novel, both in feature units (noise units with ``noise_floor > 0``);
-    ``z`` the significance of the change test in noise units and ``min_shift`` the smallest
-    shift (feature units) it takes for a change; ``alpha`` the EWMA smoothing weight of a
-    new window; ``n_cap`` floors the centroid learning rate at ``1 / n_cap`` so centroids
-    follow slow drift; ``warmup`` windows found the first regime (and, with
-    ``noise_floor > 0``, set the noise units, floored at ``noise_floor``);
-    ``trend_feature`` is the feature whose levelling off ends a transition (``None``, or a
-    feature that is not used, turns transitions off) and ``span`` the most windows its
-    flatness test looks at (and how long a new regime may still turn out to be a
-    transition); ``lag`` and ``features`` configure the features.
+    >>> det = OnlineRegimeDetector(min_regime_s=60.0, window_s=1.0)
+    >>> for v in [0.0] * 80 + [5.0] * 80:
+    ...     det.learn_one({"load": v})
+    >>> det.current, det.predict_one({"load": 0.1}), det.predict_one({"load": 5.0})
+    (1, 0, 1)
     """
 
     def __init__(
         self,
-        k: int | None = None,
-        *,
-        dwell: int = 3,
-        margin: float = 0.3,
-        radius: float = 0.4,
-        alpha: float = 0.5,
-        n_cap: int = 100,
-        warmup: int = 20,
-        noise_floor: float = 0.0,
-        z: float = 5.0,
-        min_shift: float = 0.05,
-        span: int = 250,
-        trend_feature: str | None = "log_reads",
-        lag: int = 3,
-        max_regimes: int = 8,
-        features: Sequence[str] = DEFAULT_FEATURES,
-        units: Mapping[str, float] | None = None,
+        regime_s: float = _D.regime_s,
+        dwell_s: float = _D.dwell_s,
+        min_regime_s: float = _D.min_regime_s,
+        match_p: float = _D.match_p,
+        noise_half_life_s: float = _D.noise_half_life_s,
+        noise_clip: float = _D.noise_clip,
+        noise_floor: float = _D.noise_floor,
+        drift_half_life_s: float = _D.drift_half_life_s,
+        growth_lag_s: float = _D.growth_lag_s,
+        max_regimes: int = _D.max_regimes,
+        window_s: float | None = _D.window_s,
+        features: tuple[str, ...] = _D.features,
+        candidates: int = _D.candidates,
     ) -> None:
-        self.k = k
-        self.dwell = dwell
-        self.margin = margin
-        self.radius = radius
-        self.alpha = alpha
-        self.n_cap = n_cap
-        self.warmup = warmup
+        self.regime_s = regime_s
+        self.dwell_s = dwell_s
+        self.min_regime_s = min_regime_s
+        self.match_p = match_p
+        self.noise_half_life_s = noise_half_life_s
+        self.noise_clip = noise_clip
         self.noise_floor = noise_floor
-        self.z = z
-        self.min_shift = min_shift
-        self.span = span
-        self.trend_feature = trend_feature
-        self.lag = lag
+        self.drift_half_life_s = drift_half_life_s
+        self.growth_lag_s = growth_lag_s
         self.max_regimes = max_regimes
+        self.window_s = window_s
         self.features = features
-        self.units = units
+        self.candidates = candidates
+
+    @classmethod
+    def from_params(cls, params: DetectorParams) -> OnlineRegimeDetector:
+        return cls(**{k: getattr(params, k) for k in cls._param_names()})
+
+    @staticmethod
+    def _param_names() -> tuple[str, ...]:
+        return tuple(DetectorParams.__dataclass_fields__)
+
+    @property
+    def params(self) -> DetectorParams:
+        """The parameters, validated."""
+        return DetectorParams(**{k: getattr(self, k) for k in self._param_names()})
 
     def get_params(self) -> dict[str, Any]:
-        return {
-            "k": self.k,
-            "dwell": self.dwell,
-            "margin": self.margin,
-            "radius": self.radius,
-            "alpha": self.alpha,
-            "n_cap": self.n_cap,
-            "warmup": self.warmup,
-            "noise_floor": self.noise_floor,
-            "z": self.z,
-            "min_shift": self.min_shift,
-            "span": self.span,
-            "trend_feature": self.trend_feature,
-            "lag": self.lag,
-            "max_regimes": self.max_regimes,
-            "features": list(self.features),
-            "units": dict(self.units) if self.units else None,
-        }
+        """Every parameter (those of :class:`DetectorParams`), JSON-serialisable."""
+        return self.params.as_dict()
 
-    # -- state ------------------------------------------------------------------------
-    def _validate(self) -> None:
-        def positive_int(name: str, v: Any) -> None:
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{name} must be a positive integer, got {v!r}")
+    @classmethod
+    def _unit_test_params(cls) -> Any:
+        yield {}
+        yield {"min_regime_s": 60.0, "window_s": 1.0}
 
-        def non_negative(name: str, v: Any, *, strict: bool = False) -> None:
-            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (strict and v == 0):
-                raise InputError(f"{name} must be a {'positive' if strict else 'non-negative'} number")
+    # -- learnt state ------------------------------------------------------------------
+    def _started(self) -> bool:
+        return hasattr(self, "_state")
 
-        if self.k is not None:
-            positive_int("k", self.k)
-        positive_int("dwell", self.dwell)
-        positive_int("n_cap", self.n_cap)
-        positive_int("warmup", self.warmup)
-        if self.warmup < 3:
-            raise InputError("warmup must be at least 3 windows (noise needs differences)")
-        non_negative("noise_floor", self.noise_floor)
-        positive_int("max_regimes", self.max_regimes)
-        non_negative("margin", self.margin)
-        non_negative("radius", self.radius, strict=True)
-        non_negative("alpha", self.alpha, strict=True)
-        if self.alpha > 1:
-            raise InputError("alpha must be in (0, 1]")
-        non_negative("z", self.z, strict=True)
-        non_negative("min_shift", self.min_shift)
-        positive_int("span", self.span)
-        if self.span < 8 * self.dwell:
-            raise InputError(f"span must be at least 8 * dwell = {8 * self.dwell} windows")
-        if self.trend_feature is not None and not isinstance(self.trend_feature, str):
-            raise InputError("trend_feature must be a feature name or None")
+    def _start(self, *, window_s: float, names: tuple[str, ...] | None) -> None:
+        """Fix the window length and the columns on the first data; nothing is learnt before."""
+        p = self.params
+        self.window_s_ = float(p.window_s or window_s)
+        if names is None:  # trace windows
+            self._fx: FeatureExtractor | None = FeatureExtractor(
+                lag=p.growth_lag(self.window_s_), features=p.features
+            )
+            self.feature_names_ = self._fx.names
+        else:
+            self._fx = None
+            self.feature_names_ = names
+        self._kp = p.kernel(window_s=self.window_s_, n_features=len(self.feature_names_))
+        self._state = _segmenter.new_state(len(self.feature_names_), self._kp)
 
-    def _ensure(self) -> None:
-        if hasattr(self, "_state"):
-            return
-        self._validate()
-        self._fx = FeatureExtractor(lag=self.lag, features=self.features, units=self.units)
-        names = self._fx.names
-        self._trend_j = names.index(self.trend_feature) if self.trend_feature in names else -1
-        self._params = self._param_array()
-        self._state = _kernel.new_state(
-            self.k_max, len(names), self.warmup, _BASE + 5 * self.dwell, 2 * self.span
-        )
-
-    def _param_array(self) -> np.ndarray:
-        p = np.zeros(_kernel.N_PARAMS)
-        p[_kernel.P_ALPHA] = self.alpha
-        p[_kernel.P_RADIUS] = self.radius
-        p[_kernel.P_MARGIN] = self.margin
-        p[_kernel.P_DWELL] = self.dwell
-        p[_kernel.P_N_CAP] = self.n_cap
-        p[_kernel.P_SKIP] = _SKIP
-        p[_kernel.P_FLOOR] = self.noise_floor
-        p[_kernel.P_Z] = self.z
-        p[_kernel.P_MIN_SHIFT] = self.min_shift
-        p[_kernel.P_BASE] = _BASE
-        p[_kernel.P_SIGMA_FLOOR] = _SIGMA_FLOOR
-        p[_kernel.P_TREND_J] = self._trend_j
-        p[_kernel.P_SPAN] = self.span
-        p[_kernel.P_SETTLE_T] = _SETTLE_T
-        p[_kernel.P_SETTLE_FRAC] = _SETTLE_FRAC
-        p[_kernel.P_SETTLE_SHARE] = _SETTLE_SHARE
-        p[_kernel.P_MOVE_T] = _MOVE_T
-        p[_kernel.P_MOVE_MIN] = _MOVE_MIN
-        p[_kernel.P_N_FOLLOW] = _N_FOLLOW
-        return p
-
-    @property
-    def k_max(self) -> int:
-        return self.k if self.k is not None else self.max_regimes
-
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        self._ensure()
-        return self._fx.names
+    def _ensure(self, *, window_s: float, names: tuple[str, ...] | None) -> None:
+        if not self._started():
+            self._start(window_s=window_s, names=names)
+        elif (names is None) != (self._fx is not None):
+            kind = "trace windows" if self._fx is not None else "series rows"
+            raise InputError(f"this detector learns {kind}; it cannot mix them with the other kind")
 
     @property
     def n_seen(self) -> int:
         """Windows learnt so far."""
-        self._ensure()
-        return int(self._state["istate"][_kernel.T])
+        return int(self._state.t[0]) if self._started() else 0
 
     @property
     def current(self) -> int | None:
-        """The confirmed regime, ``None`` before the first window."""
-        self._ensure()
-        cur = int(self._state["istate"][_kernel.CUR])
-        return None if cur < 0 else cur
+        """The regime in force, ``None`` before the first is founded."""
+        if not self._started() or self._state.current[0] < 0:
+            return None
+        return int(self._state.current[0])
 
     @property
     def regimes(self) -> list[Regime]:
-        """Known regimes (ids in order of discovery) with centroids in feature units; a
-        transition's centroid is the mean of its windows."""
-        self._ensure()
-        k = int(self._state["istate"][_kernel.K_ACTIVE])
-        names = self._fx.names
+        """Known regimes (ids in order of discovery) with their levels as centroids."""
+        if not self._started():
+            return []
         s = self._state
         return [
             Regime(
-                id=i,
-                centroid=tuple((s["means"][i] if s["moving"][i] > 0 else s["centroids"][i]).tolist()),
-                features=names,
-                n_windows=int(s["counts"][i]),
+                id=r,
+                centroid=tuple(s.reg_level[r].tolist()),
+                features=self.feature_names_,
+                n_windows=int(s.reg_n[r]),
             )
-            for i in range(k)
+            for r in range(int(s.n_regimes[0]))
         ]
 
     @property
     def transitions(self) -> list[int]:
-        """Ids of the regimes that are transitions (their trend feature kept moving)."""
-        self._ensure()
-        k = int(self._state["istate"][_kernel.K_ACTIVE])
-        return [i for i in range(k) if self._state["moving"][i] > 0]
-
-    def _run(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ids of the regimes that are transitions (they moved, never levelled off)."""
+        if not self._started():
+            return []
         s = self._state
-        labels, online, changes, _ = _kernel.run(
+        return [r for r in range(int(s.n_regimes[0])) if s.reg_kind[r] == _segmenter.TRANSITION]
+
+    def _run(self, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _segmenter.run(
+            self._state,
+            self._kp,
             np.ascontiguousarray(x, dtype=np.float64),
-            s["istate"],
-            s["scale"],
-            s["buf"],
-            s["ewma"],
-            s["noise"],
-            s["noise_n"],
-            s["late_sum"],
-            s["anchor"],
-            s["msum"],
-            s["centroids"],
-            s["counts"],
-            s["moving"],
-            s["founded"],
-            s["means"],
-            s["hist"],
-            s["trend"],
-            self._params,
+            np.ascontiguousarray(v, dtype=np.float64),
         )
-        return labels, online, changes
 
-    # -- river API --------------------------------------------------------------------
-    def learn_one(self, x: Mapping[str, float]) -> None:
-        """Learn from one feature dict (names of :attr:`feature_names`, feature units)."""
-        self._ensure()
-        self._run(self._fx.vector(x)[None, :])
+    # -- river API ------------------------------------------------------------------------
+    def learn_one(self, x: Mapping[str, float]) -> None:  # type: ignore[override]
+        """Learn one observation of a series (its values are the features, in the order of
+        the first one's keys; no count variance)."""
+        names = self.feature_names_ if self._started() else tuple(x)
+        self._ensure(window_s=self.window_s or 1.0, names=names)
+        row = _vector(x, self.feature_names_)
+        self._run(row[None, :], np.zeros((1, len(row))))
 
-    def predict_one(self, x: Mapping[str, float]) -> int:
-        """The nearest known regime of a feature dict, without learning (0 before any); a
-        transition that is over is not a candidate (its centroid is where it stopped)."""
-        self._ensure()
-        v = self._fx.vector(x)
-        k = int(self._state["istate"][_kernel.K_ACTIVE])
-        if k == 0:
+    def predict_one(self, x: Mapping[str, float]) -> int:  # type: ignore[override]
+        """The steady regime whose level is nearest to ``x`` in noise units (0 before any),
+        without learning."""
+        if not self._started() or self._state.n_regimes[0] == 0:
             return 0
-        d = np.linalg.norm(self._state["centroids"][:k] - v, axis=1)
-        over = (self._state["moving"][:k] > 0) & (np.arange(k) != self.current)
-        d[over] = np.inf
-        return int(np.argmin(d))
+        s = self._state
+        v = _vector(x, self.feature_names_) if self._fx is None else self._fx.vector(x)
+        k = int(s.n_regimes[0])
+        w = 1.0 / np.maximum(s.noise_var, 1e-12)
+        d = (((s.reg_level[:k] - v) ** 2) * w).sum(axis=1)
+        d[s.reg_kind[:k] != _segmenter.STEADY] = np.inf
+        return int(np.argmin(d)) if np.isfinite(d).any() else int(s.current[0])
 
-    # -- service API ------------------------------------------------------------------
+    # -- service API ---------------------------------------------------------------------
     def update(self, window: WindowStats) -> RegimeChange | None:
-        """Learn one window; return the change it confirms, if any."""
-        self._ensure()
-        x = self._fx.transform_row(window)
+        """Learn one trace window; return the change it confirms, if any (the latest, when
+        a transition and the level it led to are confirmed at once)."""
+        self._ensure(window_s=window.length, names=None)
+        assert self._fx is not None
+        x, v = self._fx.transform_row_with_variance(window)
         t = self.n_seen
-        _, _, changes = self._run(x[None, :])
+        _, _, changes = self._run(x[None, :], v[None, :])
         if len(changes) == 0:
             return None
-        frm, to, at, _ = (int(v) for v in changes[-1])
+        frm, to, at, _ = (int(c) for c in changes[-1])
         back = t - at
         return RegimeChange(
             from_id=None if frm < 0 else frm,
             to_id=to,
             at_window=window.index - back,
-            at_time=window.start - back * window.length,
+            at_time=window.start - back * self.window_s_,
             confirmed_window=window.index,
             confirmed_time=window.start,
         )
 
-    def detect(self, frame: WindowFrame, *, hindsight: bool = True) -> RegimeHistory:
+    def detect(self, frame: WindowFrame) -> RegimeHistory:
         """Replay ``frame`` through the detector (learning as it goes, exactly as
-        :meth:`update` window by window would) and return its regime history. With
-        ``hindsight``, the end of a transition is re-dated with the windows that followed
-        it (:mod:`regimetune.regimes.hindsight`); confirmations and online labels are
-        those of :meth:`update` either way."""
-        self._ensure()
-        n = len(frame)
-        if n == 0:
+        :meth:`update` window by window would) and return its regime history."""
+        if len(frame) == 0:
             raise InputError("the trace has no windows")
-        if n < 2 and self.n_seen == 0:
-            raise InputError("a single window cannot show a regime; feed single windows with update()")
-        if self.k is not None and self.n_seen == 0 and self.k > n:
-            raise InputError(f"k={self.k} regimes cannot be found in {n} windows")
+        self._ensure(window_s=float(np.median(frame["length"])), names=None)
+        assert self._fx is not None
         t0 = self.n_seen
-        x = self._fx.transform(frame)
-        labels, online, changes = self._run(x)
-        if hindsight and self._trend_j >= 0:
-            rate = self._fx.rate(x, self._fx.names[self._trend_j])
-            redate_transition_ends(rate, labels, changes, set(self.transitions), t0, min_seg=self.dwell)
+        x, v = self._fx.transform_with_variance(frame)
+        labels, online, changes = self._run(x, v)
         return _history(frame, labels, online, changes, t0, self.regimes)
 
-    # -- persistence ------------------------------------------------------------------
+    def detect_array(
+        self, values: np.ndarray, *, names: tuple[str, ...] | None = None, step_s: float | None = None
+    ) -> RegimeHistory:
+        """Replay the rows of a series (``(n,)`` or ``(n, d)``), one row a window of
+        ``step_s`` seconds (default: ``window_s``, else 10 s)."""
+        x = np.asarray(values, dtype=np.float64)
+        if x.ndim == 1:
+            x = x[:, None]
+        if x.ndim != 2 or len(x) == 0:
+            raise InputError("a series is a non-empty (n,) or (n, d) array")
+        if not np.all(np.isfinite(x)):
+            rows = np.flatnonzero(~np.isfinite(x).all(axis=1))
+            raise InputError(f"the series has non-finite values (first at row {int(rows[0])})")
+        cols = names or tuple(f"x{j}" for j in range(x.shape[1]))
+        step = step_s or self.window_s or SERIES_STEP_S
+        self._ensure(window_s=step, names=cols)
+        if len(cols) != len(self.feature_names_):
+            raise InputError(f"the series has {len(cols)} columns, the detector {len(self.feature_names_)}")
+        t0 = self.n_seen
+        labels, online, changes = self._run(x, np.zeros_like(x))
+        frame = _series_frame(len(x), t0, self.window_s_)
+        stats = {f"mean_{name}": x[:, j] for j, name in enumerate(cols)}
+        return _history(frame, labels, online, changes, t0, self.regimes, stats=stats)
+
+    # -- persistence ---------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         """Everything learnt, as JSON-serialisable data with a ``format_version``."""
-        self._ensure()
-        return {
+        out: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
             "kind": "OnlineRegimeDetector",
             "params": self.get_params(),
-            "extractor": self._fx.to_state(),
-            "kernel": {k: v.tolist() for k, v in self._state.items()},
         }
+        if self._started():
+            out["window_s"] = self.window_s_
+            out["columns"] = None if self._fx is not None else list(self.feature_names_)
+            out["extractor"] = None if self._fx is None else self._fx.to_state()
+            out["kernel"] = {k: _json_list(v) for k, v in self._state._asdict().items()}
+        return out
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> OnlineRegimeDetector:
@@ -377,37 +284,44 @@ class OnlineRegimeDetector:
         if not isinstance(state, Mapping) or state.get("kind") != "OnlineRegimeDetector":
             raise InputError("not a saved OnlineRegimeDetector state")
         version = state.get("format_version")
-        if version not in (1, FORMAT_VERSION):
+        if version in (1, 2):
             raise InputError(
-                f"detector state format {version!r} is not supported "
-                f"(this version reads 1 and {FORMAT_VERSION})"
+                f"detector state format {version} was written by the line-test detector of regimetune "
+                f"0.1 and cannot be converted to format {FORMAT_VERSION}: re-run `regimetune detect "
+                "TRACE --state FILE` on the trace (or start the service without it) to learn a new one"
+            )
+        if version != FORMAT_VERSION:
+            raise InputError(
+                f"detector state format {version!r} is not supported (this version reads {FORMAT_VERSION})"
             )
         try:
-            params = dict(state["params"])
-            params["features"] = tuple(params["features"])
-            det = cls(**params)
-            det._ensure()
-            det._fx = FeatureExtractor.from_state(state["extractor"])
-            kernel = _upgrade_v1(det, state["kernel"]) if version == 1 else state["kernel"]
-            fresh = det._state
+            det = cls.from_params(DetectorParams.from_dict(dict(state["params"])))
+            if "kernel" not in state:
+                return det
+            cols = state["columns"]
+            det._start(window_s=float(state["window_s"]), names=None if cols is None else tuple(cols))
+            if cols is None:
+                det._fx = FeatureExtractor.from_state(state["extractor"])
+                det.feature_names_ = det._fx.names
+            fresh = det._state._asdict()
+            loaded = {}
             for name, arr in fresh.items():
-                loaded = np.asarray(kernel[name], dtype=arr.dtype)
-                if loaded.shape != arr.shape:
-                    raise InputError(
-                        f"detector state {name!r} has shape {loaded.shape}, expected {arr.shape}"
-                    )
-                fresh[name] = np.ascontiguousarray(loaded)
+                a = np.asarray(state["kernel"][name], dtype=arr.dtype)
+                if a.shape != arr.shape:
+                    raise InputError(f"detector state {name!r} has shape {a.shape}, expected {arr.shape}")
+                loaded[name] = np.ascontiguousarray(a)
+            det._state = _segmenter.KernelState(**loaded)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
-            raise InputError(f"bad detector state: {exc}") from exc
+            raise InputError(f"bad detector state: {exc!r}") from exc
         return det
 
     def save(self, path: str | Path) -> None:
         """Write the state as JSON (atomically: a temporary file, then a rename)."""
         p = Path(path)
         tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_state()))
+        tmp.write_text(json.dumps(self.to_state(), allow_nan=False))
         tmp.replace(p)
 
     @classmethod
@@ -419,39 +333,88 @@ class OnlineRegimeDetector:
         return cls.from_state(state)
 
 
-def _upgrade_v1(det: OnlineRegimeDetector, old: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Kernel arrays of a format-1 state (no change test, no transitions) in format 2: the
-    regimes, centroids and warm-up carry over; the noise is measured on the warm-up; the
-    history starts empty, so the change test waits until it has seen enough windows."""
-    new = {k: v.copy() for k, v in det._state.items()}
-    ist = np.asarray(old["istate"], dtype=np.int64)
-    if ist.shape != (10,):
-        raise InputError(f"detector state 'istate' has shape {ist.shape}, expected (10,)")
-    new["istate"][:10] = ist
-    new["istate"][_kernel.PREV] = -1
-    new["istate"][_kernel.CUR_SINCE] = ist[_kernel.T]
-    new["istate"][_kernel.M_ORIGIN] = ist[_kernel.T] + det.dwell
-    if ist[_kernel.NOV_RUN] == 0:
-        new["istate"][_kernel.NOV_START] = -1
-    for name in ("scale", "buf", "ewma", "late_sum", "centroids", "counts"):
-        new[name] = np.asarray(old[name], dtype=np.float64)
-    new["means"] = new["centroids"].copy()
-    if ist[_kernel.CUR] >= 0:
-        new["anchor"] = new["centroids"][ist[_kernel.CUR]].copy()
-    new["founded"][:] = ist[_kernel.T] - det.span - 1  # none of them is young
-    if ist[_kernel.N_BUF] >= det.warmup:
-        scale = np.empty_like(new["scale"])
-        for c in range(int(ist[_kernel.K_ACTIVE])):
-            _kernel._noise_scale(new["buf"], float(det.noise_floor), scale, new["noise"][c], _SIGMA_FLOOR)
-    return new
+#: Seconds one row of a series stands for when nothing says otherwise: the service's
+#: default window length, so the detector's durations mean the same number of steps.
+SERIES_STEP_S = 10.0
+
+
+def detect_series(
+    values: np.ndarray,
+    *,
+    names: tuple[str, ...] | None = None,
+    step_s: float = SERIES_STEP_S,
+    params: DetectorParams | None = None,
+) -> RegimeHistory:
+    """Regimes of a numeric series (rows are steps, columns features): each row is one
+    window of ``step_s`` seconds, so the detector's durations count rows (``min_regime_s``
+    300 s = 30 rows at the default 10 s).
+
+    >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
+    >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
+    [(None, 0, 0), (0, 1, 100)]
+    """
+    det = OnlineRegimeDetector.from_params(params or DetectorParams())
+    return det.detect_array(values, names=names, step_s=step_s)
+
+
+def compile_kernel() -> None:
+    """Compile the detector's loop now. numba caches it on disk beside the package, so a
+    service (or a test's subprocess) started later loads it in well under a second instead of
+    compiling it on its first window (tens of CPU-seconds on a cold cache)."""
+    OnlineRegimeDetector(window_s=SERIES_STEP_S).detect_array(np.linspace(0.0, 1.0, 40))
+
+
+def _json_list(a: np.ndarray) -> list[Any]:
+    """An array as JSON data; a missing value (NaN, which JSON cannot carry) as ``null``,
+    which ``np.asarray(..., dtype=float)`` reads back as NaN."""
+    if a.dtype.kind == "f" and np.isnan(a).any():
+        boxed = a.astype(object)
+        boxed[np.isnan(a)] = None
+        return list(boxed.tolist())
+    return list(a.tolist())
+
+
+def _vector(x: Mapping[str, float], names: tuple[str, ...]) -> np.ndarray:
+    try:
+        v = np.array([float(x[n]) for n in names])
+    except KeyError as exc:
+        raise InputError(f"feature {exc.args[0]!r} is missing") from exc
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"features must be numbers: {exc}") from exc
+    if not np.all(np.isfinite(v)):
+        raise InputError("features must be finite (got NaN or infinity)")
+    return v
+
+
+def _series_frame(n: int, t0: int, step_s: float) -> WindowFrame:
+    """Window columns (times, no counts) for ``n`` rows of a series, so its history has
+    segments and times."""
+    idx = np.arange(t0, t0 + n, dtype=np.int64)
+    zeros = np.zeros(n, dtype=np.int64)
+    cols = {
+        "index": idx,
+        "start": idx * step_s,
+        "length": np.full(n, step_s),
+        "reads": zeros,
+        "writes": zeros,
+        "active_keys": zeros,
+        "keyspace_size": zeros,
+        "topk_share": np.zeros(n),
+        "entropy": np.zeros(n),
+        "label": np.full(n, -1, dtype=np.int64),
+        "exact": np.ones(n, dtype=bool),
+    }
+    return WindowFrame(columns=cols, bucket_load=np.zeros((n, 0)), bucket_bytes=np.zeros((n, 0)))
 
 
 def segments_of(
     labels: np.ndarray,
     frame: WindowFrame,
     centroids: Mapping[int, tuple[float, ...]] | None = None,
+    stats: Mapping[str, np.ndarray] | None = None,
 ) -> list[RegimeSegment]:
-    """Maximal runs of equal labels as segments, with mean rates as summary statistics."""
+    """Maximal runs of equal labels as segments, with the mean of each of ``stats`` (by
+    default the window rates) and the keyspace as summary statistics."""
     n = len(labels)
     if n == 0:
         return []
@@ -460,20 +423,23 @@ def segments_of(
     length = frame["length"].astype(np.float64)
     begin = frame["start"].astype(np.float64)
     idx = frame["index"]
-    stats = {
-        "mean_reads_per_s": frame.reads_per_s,
-        "mean_writes_per_s": frame.writes_per_s,
-        "mean_active_keys": frame["active_keys"].astype(np.float64),
-        "mean_entropy": frame["entropy"].astype(np.float64),
-    }
+    windows = stats is None
+    if stats is None:
+        stats = {
+            "mean_reads_per_s": frame.reads_per_s,
+            "mean_writes_per_s": frame.writes_per_s,
+            "mean_active_keys": frame["active_keys"].astype(np.float64),
+            "mean_entropy": frame["entropy"].astype(np.float64),
+        }
     sums = {k: np.add.reduceat(v, starts) / (ends - starts) for k, v in stats.items()}
     ks = frame["keyspace_size"]
     out = []
     for s_i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         rid = int(labels[a])
         summary = {k: float(v[s_i]) for k, v in sums.items()}
-        summary["keyspace_at_start"] = float(ks[a])
-        summary["keyspace_at_end"] = float(ks[b - 1])
+        if windows:
+            summary["keyspace_at_start"] = float(ks[a])
+            summary["keyspace_at_end"] = float(ks[b - 1])
         out.append(
             RegimeSegment(
                 regime_id=max(rid, 0),
@@ -495,17 +461,18 @@ def _history(
     changes: np.ndarray,
     t0: int,
     regimes: list[Regime],
+    *,
+    stats: Mapping[str, np.ndarray] | None = None,
 ) -> RegimeHistory:
     idx0 = int(frame["index"][0])
-    start0 = float(frame["start"][0])
-    length0 = float(frame["length"][0])
     starts = frame["start"]
+    step = float(np.median(frame["length"]))
 
     def where(counter: int) -> tuple[int, float]:
         off = counter - t0
         if 0 <= off < len(frame):
             return idx0 + off, float(starts[off])
-        return idx0 + off, start0 + off * length0
+        return idx0 + off, float(starts[0]) + off * step
 
     out = []
     for frm, to, at, conf in changes.tolist():
@@ -524,11 +491,18 @@ def _history(
     cents = {r.id: r.centroid for r in regimes}
     return RegimeHistory(
         labels=labels,
-        segments=segments_of(labels, frame, cents),
+        segments=segments_of(labels, frame, cents, stats),
         changes=out,
         regimes=regimes,
         online_labels=online,
     )
 
 
-__all__ = ["FORMAT_VERSION", "OnlineRegimeDetector", "segments_of"]
+__all__ = [
+    "FORMAT_VERSION",
+    "SERIES_STEP_S",
+    "OnlineRegimeDetector",
+    "compile_kernel",
+    "detect_series",
+    "segments_of",
+]

@@ -39,7 +39,7 @@ FEATURES: tuple[str, ...] = (
 
 #: What the detector uses by default: ``log_rw`` is left out because it repeats the noise of
 #: ``log_writes`` (small write counts) on top of ``log_reads``.
-DEFAULT_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if f != "log_rw")
+DEFAULT_FEATURES: tuple[str, ...] = ("log_reads", "log_writes", "log_growth")
 
 #: Fixed unit of each feature: a distance of 1 is about a factor e in the read rate, a factor
 #: e^2 in the write rate, the read/write ratio, the keyspace growth or the active keys (small
@@ -59,6 +59,35 @@ UNITS: dict[str, float] = {
 LOG1P_FEATURES: frozenset[str] = frozenset({"log_reads", "log_writes", "log_growth", "log_active"})
 
 
+def _rate_variance(rate: np.ndarray, exposure: np.ndarray) -> np.ndarray:
+    """Poisson variance of ``log1p(rate)`` for a rate counted over ``exposure`` seconds
+    (delta method; one pseudo-count so an empty window is not certain)."""
+    return (rate + 1.0 / exposure) / (exposure * (1.0 + rate) ** 2)
+
+
+def _count_variances(c: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """The sampling variance of feature ``name``'s raw transform that the counts behind it
+    imply: a window with 1 active key and one with 2 differ by noise, a short (edge) window
+    is noisier than a whole one. Shares and entropy: the binomial bound over the window's
+    requests (entropy in units of its range, ``log2`` of the active keys)."""
+    reads, writes, length, active = c["reads"], c["writes"], c["length"], c["active"]
+    if name == "log_reads":
+        return _rate_variance(reads / length, length)
+    if name == "log_writes":
+        return _rate_variance(writes / length, length)
+    if name == "log_growth":
+        return _rate_variance(np.maximum(c["growth"], 0.0), c["exposure"])
+    if name == "log_active":
+        return _rate_variance(active, np.ones_like(active))
+    requests = reads + writes + 1.0
+    if name == "topk_share":
+        topk = c["topk"]
+        return np.maximum(topk * (1.0 - topk), 0.25 / requests) / requests
+    if name == "entropy":
+        return np.log2(active + 1.0) ** 2 / (4.0 * requests)
+    return 1.0 / (reads + 1.0) + 1.0 / (writes + 1.0)  # log_rw
+
+
 def _check_names(names: Sequence[str]) -> tuple[str, ...]:
     names = tuple(names)
     if not names:
@@ -71,26 +100,22 @@ def _check_names(names: Sequence[str]) -> tuple[str, ...]:
     return names
 
 
-def _columns(
-    reads: np.ndarray,
-    writes: np.ndarray,
-    length: np.ndarray,
-    active: np.ndarray,
-    growth_per_s: np.ndarray,
-    topk: np.ndarray,
-    entropy: np.ndarray,
-) -> dict[str, np.ndarray]:
-    """The raw transforms, elementwise (shared by the online and batch paths)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return {
-            "log_reads": np.log1p(reads / length),
-            "log_writes": np.log1p(writes / length),
-            "log_growth": np.log1p(np.maximum(growth_per_s, 0.0)),
-            "log_active": np.log1p(active),
-            "topk_share": topk,
-            "entropy": entropy,
-            "log_rw": np.log((reads + 1.0) / (writes + 1.0)),
-        }
+def _column(c: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """Feature ``name``'s raw transform, elementwise (shared by the online and batch paths)."""
+    reads, writes, length = c["reads"], c["writes"], c["length"]
+    if name == "log_reads":
+        return np.log1p(reads / length)
+    if name == "log_writes":
+        return np.log1p(writes / length)
+    if name == "log_growth":
+        return np.log1p(np.maximum(c["growth"], 0.0))
+    if name == "log_active":
+        return np.log1p(c["active"])
+    if name == "topk_share":
+        return c["topk"]
+    if name == "entropy":
+        return c["entropy"]
+    return np.log((reads + 1.0) / (writes + 1.0))  # log_rw
 
 
 class FeatureExtractor:
@@ -135,57 +160,108 @@ class FeatureExtractor:
         j = self._names.index(name)
         return np.expm1(x[:, j] * self._units[j]) if name in LOG1P_FEATURES else x[:, j]
 
-    def _growth(self, keyspace: np.ndarray, length: np.ndarray) -> np.ndarray:
-        """New keys per second against ``lag`` windows back (fewer at the very start)."""
+    def _growth(self, keyspace: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """New keys per second against ``lag`` windows back (fewer at the very start), and
+        the seconds that rate was counted over. The first window of a stream has no rate:
+        its keys are new because observation began, not because they were discovered (NaN:
+        a missing value to the detector)."""
+        if len(keyspace) == 1:  # the per-window path, without array set-up (same arithmetic)
+            steps = min(len(self._ring), self.lag)
+            seconds = max(steps, 1) * float(length[0])
+            k = float(keyspace[0])
+            rate = (k - self._ring[-steps]) / seconds if steps else np.nan
+            self._ring = [*self._ring, k][-self.lag :]
+            return np.array([rate]), np.array([seconds])
         hist = np.concatenate([np.asarray(self._ring, dtype=np.float64), keyspace])
         n_prev = len(self._ring)
         pos = np.arange(n_prev, len(hist))
         back = np.maximum(pos - self.lag, 0)
         steps = pos - back
         delta = hist[pos] - hist[back]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            g = np.where(steps > 0, delta / (np.maximum(steps, 1) * length), 0.0)
+        g = np.where(steps > 0, delta / (np.maximum(steps, 1) * length), np.nan)
         self._ring = hist[-self.lag :].tolist()
-        return g
+        return g, np.maximum(steps, 1) * length
 
-    def _matrix(self, cols: dict[str, np.ndarray]) -> np.ndarray:
-        x = np.column_stack([cols[n] for n in self._names]) / self._units
-        if not np.all(np.isfinite(x)):
-            bad = sorted({self._names[j] for j in np.nonzero(~np.isfinite(x))[1]})
+    def _check(self, x: np.ndarray) -> np.ndarray:
+        missing = np.isnan(x)
+        if "log_growth" in self._names:
+            missing[:, self._names.index("log_growth")] = False  # the first window's: see _growth
+        if np.isinf(x).any() or missing.any():
+            bad = sorted({self._names[j] for j in np.nonzero(np.isinf(x) | missing)[1]})
             raise InputError(f"window statistics give non-finite features {bad}")
         return x
 
     # -- public ----------------------------------------------------------------------
     def transform(self, frame: WindowFrame) -> np.ndarray:
         """Feature matrix ``(len(frame), n_features)`` in feature units."""
+        return self.transform_with_variance(frame)[0]
+
+    def transform_with_variance(self, frame: WindowFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Feature matrix and the variance its counts imply, both ``(len(frame),
+        n_features)`` in feature units (squared for the variance)."""
         self._ensure()
-        length = frame["length"].astype(np.float64)
-        cols = _columns(
+        return self._both(
             frame["reads"].astype(np.float64),
             frame["writes"].astype(np.float64),
-            length,
+            frame["length"].astype(np.float64),
             frame["active_keys"].astype(np.float64),
-            self._growth(frame["keyspace_size"].astype(np.float64), length),
+            frame["keyspace_size"].astype(np.float64),
             frame["topk_share"].astype(np.float64),
             frame["entropy"].astype(np.float64),
         )
-        return self._matrix(cols)
+
+    def _both(
+        self,
+        reads: np.ndarray,
+        writes: np.ndarray,
+        length: np.ndarray,
+        active: np.ndarray,
+        keyspace: np.ndarray,
+        topk: np.ndarray,
+        entropy: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        x = np.empty((len(reads), len(self._names)))
+        v = np.empty_like(x)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            growth, exposure = self._growth(keyspace, length)
+            c = {
+                "reads": reads,
+                "writes": writes,
+                "length": length,
+                "active": active,
+                "growth": growth,
+                "exposure": exposure,
+                "topk": topk,
+                "entropy": entropy,
+            }
+            for j, name in enumerate(self._names):
+                x[:, j] = _column(c, name)
+                v[:, j] = _count_variances(c, name)
+        x /= self._units
+        v /= self._units**2
+        return self._check(x), v
 
     def transform_row(self, window: WindowStats) -> np.ndarray:
         """One window's feature vector (advances the state)."""
+        return self.transform_row_with_variance(window)[0]
+
+    def transform_row_with_variance(self, window: WindowStats) -> tuple[np.ndarray, np.ndarray]:
+        """One window's feature vector and its counts' variance (advances the state)."""
         self._ensure()
-        one = np.ones(1)
-        length = one * window.length
-        cols = _columns(
-            one * window.reads,
-            one * window.writes,
-            length,
-            one * window.active_keys,
-            self._growth(one * window.keyspace_size, length),
-            one * window.topk_share,
-            one * window.entropy,
+        raw = np.array(
+            [
+                window.reads,
+                window.writes,
+                window.length,
+                window.active_keys,
+                window.keyspace_size,
+                window.topk_share,
+                window.entropy,
+            ],
+            dtype=np.float64,
         )
-        return self._matrix(cols)[0]
+        x, v = self._both(*raw[:, None])
+        return x[0], v[0]
 
     def transform_one(self, window: WindowStats) -> dict[str, float]:
         """One window's features as a river-style dict (advances the state)."""

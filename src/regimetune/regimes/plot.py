@@ -11,6 +11,19 @@ import numpy as np
 from regimetune.models import InputError, WindowFrame
 
 
+def time_axis(frame: WindowFrame) -> tuple[float, float, str]:
+    """Origin, scale and axis label that show a frame's times relative to its start.
+
+    Real traces stamp requests with epoch times: plotted as is, an axis in hours reads
+    "+4.178e5". Relative to the first window, in s, min or h by the trace's span, it reads
+    like a stopwatch. Plot ``(t - origin) / scale`` against ``label``.
+    """
+    origin = float(frame["start"][0]) if len(frame) else 0.0
+    span = float(frame["start"][-1] + frame["length"][-1]) - origin if len(frame) else 0.0
+    scale, unit = (3600.0, "h") if span > 3 * 3600 else ((60.0, "min") if span > 600 else (1.0, "s"))
+    return origin, scale, f"time since trace start ({unit})"
+
+
 def plot_regimes(
     frame: WindowFrame,
     labels: np.ndarray,
@@ -34,7 +47,8 @@ def plot_regimes(
         raise InputError(f"--plot must end in .png, .svg or .pdf, got {p.name!r}")
     t = frame["start"].astype(np.float64) + frame["length"] / 2.0
     rate = frame.reads_per_s
-    scale, unit = (3600.0, "h") if t[-1] > 3 * 3600 else ((60.0, "min") if t[-1] > 600 else (1.0, "s"))
+    origin, scale, xlabel = time_axis(frame)
+    t = t - origin
     fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
     cmap = plt.get_cmap("tab10")
     for rid in sorted({int(v) for v in labels.tolist()}):
@@ -42,8 +56,11 @@ def plot_regimes(
         ax.scatter(t[m] / scale, rate[m], s=6, color=cmap(rid % 10), label=f"regime {rid}", alpha=0.7, lw=0)
     if centroids:
         c = np.asarray(centroids, dtype=np.float64)
-        ax.scatter(c[:, 0] / scale, c[:, 1], marker="*", s=260, color="black", label="centroids", zorder=5)
+        ax.scatter(
+            (c[:, 0] - origin) / scale, c[:, 1], marker="*", s=260, color="black", label="centroids", zorder=5
+        )
     if switch_time is not None:
+        switch_time -= origin
         ax.axvline(switch_time / scale, color="black", ls="--", lw=1)
         ax.annotate(
             switch_note,
@@ -52,7 +69,8 @@ def plot_regimes(
             textcoords="offset points",
             fontsize=10,
         )
-    ax.set_xlabel(f"time ({unit})")
+    ax.set_xlabel(xlabel)
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
     ax.set_ylabel("reads per second")
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -68,4 +86,4 @@ def plot_regimes(
     return p
 
 
-__all__ = ["plot_regimes"]
+__all__ = ["plot_regimes", "time_axis"]

@@ -14,9 +14,10 @@ state) and a report with the hand-set baselines beside the tuned policy.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -25,42 +26,62 @@ import numpy as np
 
 from regimetune.models import CacheMode, CachePolicy, Evaluation, EventBatch, Policy, PolicyFile
 from regimetune.models.errors import ConfigError, InputError, TuningError
-from regimetune.tuner.cache import CacheResult, CacheTrace, RegimePolicy, StoreModel, simulate
-from regimetune.tuner.cache.sim import DEFAULT_VALUE_SIZE
-from regimetune.tuner.objectives import CacheObjective, memory_fraction
-from regimetune.tuner.optim import Param, Space, available_optimizers, minimize
+from regimetune.tuner.cache import CacheResult, CacheTrace, CostModel, RegimePolicy, StoreModel, simulate
+from regimetune.tuner.cache.limits import KeyLimit
+from regimetune.tuner.cache.schedule import CachePolicyLike
+from regimetune.tuner.cache.sim import DEFAULT_VALUE_SIZE, byte_hit_ratio
+from regimetune.tuner.objectives import (
+    RESIDUAL_NAMES,
+    CacheObjective,
+    efficiency_over,
+    mean_keys_over,
+    memory_fraction,
+    relative_efficiency,
+)
+from regimetune.tuner.optim import DEFAULT_BATCH_SIZE, Param, Space, available_optimizers, minimize
+from regimetune.tuner.optim.executors import open_executor
 
 DEFAULT_OPTIMIZER = "Pounders"
 PAPER_HIGH_WATERMARK = 100_000
 PAPER_LIMIT = 10_000
+PAPER_KEYSPACE = 150_000
+"""The keyspace of the paper's 2.5 h run, which its "100K then 10K" thresholds were set for."""
+HOLDOUT_BLOCK_WINDOWS = 30
+"""Held-apart windows come in blocks of this many (5 min of 10 s windows), so the cache state
+a block starts with carries little of the tuning windows' accesses into its score."""
+DEFAULT_SWEEP = (0.01, 0.05, 0.2, 1.0)
+"""Miss costs (relative to the compute per request) of the sensitivity sweep."""
 
 
 # --- the search space --------------------------------------------------------------------
 
 
-def cache_space(regime_ids: Sequence[int], n_keys: int, *, init: Mapping[str, float] | None = None) -> Space:
+def cache_space(
+    regime_ids: Sequence[int],
+    n_keys: int,
+    *,
+    init: Mapping[str, float] | None = None,
+    max_limit_keys: int | None = None,
+) -> Space:
     """The search space: ``high_watermark_keys`` (H) and ``limit_<r>`` per regime id, integer
-    key counts on a log scale within ``[1, n_keys]`` (a limit beyond the keyspace is no limit).
+    key counts on a log scale within ``[1, n_keys]`` (a limit beyond the keyspace is no limit);
+    ``max_limit_keys`` caps the regime limits (a hard bound, not a penalty).
 
     >>> [p.name for p in cache_space([0, 2], 1000).params]
     ['high_watermark_keys', 'limit_0', 'limit_2']
     """
-    hi = float(max(n_keys, 2))
+    top = float(max(n_keys, 2))
+    cap = top if max_limit_keys is None else float(min(max(max_limit_keys, 2), top))
     names = ["high_watermark_keys", *(f"limit_{r}" for r in regime_ids)]
     init = init or {}
-    return Space(
-        [
-            Param(
-                n,
-                1.0,
-                hi,
-                integer=True,
-                log=True,
-                init=min(max(float(init[n]), 1.0), hi) if n in init else None,
-            )
-            for n in names
-        ]
-    )
+
+    def param(n: str) -> Param:
+        hi = top if n == "high_watermark_keys" else cap
+        return Param(
+            n, 1.0, hi, integer=True, log=True, init=min(max(float(init[n]), 1.0), hi) if n in init else None
+        )
+
+    return Space([param(n) for n in names])
 
 
 def regime_cache_policies(
@@ -91,9 +112,10 @@ class _Problem:
     window_starts_s: np.ndarray
     regime_ids: tuple[int, ...]
     objective: CacheObjective
-    store: StoreModel
+    cost: CostModel
     value_size: int
     unlimited: CacheResult
+    tune_windows: np.ndarray
 
     def policy(self, params: Mapping[str, float], switch_time_s: float | None = None) -> RegimePolicy:
         pols = regime_cache_policies(params, self.regime_ids, switch_time_s=switch_time_s)
@@ -104,12 +126,13 @@ class _Problem:
             default=_default_of(pols),
         )
 
-    def run(self, policy: Any) -> CacheResult:
-        return simulate(self.trace, policy, store=self.store, value_size=self.value_size)
+    def run(self, policy: Any, cost: CostModel | None = None) -> CacheResult:
+        return simulate(self.trace, policy, cost=cost or self.cost, value_size=self.value_size)
 
     def residuals(self, params: Mapping[str, float]) -> np.ndarray:
+        """Residuals on the tuning windows only (the held-apart ones judge the result)."""
         res = self.run(self.policy(params))
-        return self.objective.of(res, self.unlimited)
+        return self.objective.of(res, self.unlimited, self.tune_windows)
 
 
 _WORKER_PROBLEM: _Problem | None = None
@@ -131,9 +154,47 @@ def _residuals_with(problem: _Problem, params: dict[str, float]) -> np.ndarray:
     return problem.residuals(params)
 
 
-def _meets(residuals: Sequence[float] | None) -> bool:
+@contextlib.contextmanager
+def _evaluator(
+    executor: Executor | str | None, workers: int, problem: _Problem
+) -> Iterator[tuple[Executor | None, Callable[[dict[str, float]], np.ndarray]]]:
+    """The executor evaluations run in and the task it runs. A local process pool of our own
+    receives the problem once per worker (its initializer); a Dask cluster once per worker
+    too (``minimize`` scatters the task); a given executor gets it with every task."""
+    with_problem: Callable[[dict[str, float]], np.ndarray] = partial(_residuals_with, problem)
+    if executor is None and workers <= 0:
+        yield None, with_problem
+    elif executor is None or executor == "process":
+        with open_executor("process", workers=workers, initializer=_init_worker, initargs=(problem,)) as pool:
+            yield pool, _residuals_in_worker
+    elif isinstance(executor, str):
+        with open_executor(executor, workers=workers) as pool:
+            yield pool, with_problem
+    else:
+        yield executor, with_problem
+
+
+def _fits(space: Space, params: Mapping[str, float]) -> bool:
+    try:
+        space.check(params)
+    except InputError:
+        return False
+    return True
+
+
+def _meets(residuals: Sequence[float] | np.ndarray | None) -> bool:
     """Both constraints hold: their hinge residuals are zero (see ``CacheObjective``)."""
     return residuals is not None and residuals[0] == 0.0 and residuals[1] == 0.0
+
+
+def _selection_key(
+    objective: CacheObjective, r: Sequence[float] | np.ndarray | None, value: float | None
+) -> tuple[bool, float, float]:
+    """Meets the efficiency target, then least efficiency loss (read back from its residual,
+    to 4 decimals), then least value."""
+    scale = objective.efficiency_weight * objective.reach
+    loss = round(float(r[3]) / scale, 4) if r is not None and len(r) > 3 and scale > 0 else 0.0
+    return (not _meets(r), loss, float("inf") if value is None else value)
 
 
 def _default_of(pols: Mapping[int, CachePolicy]) -> CachePolicy:
@@ -149,7 +210,8 @@ def _default_of(pols: Mapping[int, CachePolicy]) -> CachePolicy:
 @dataclass(frozen=True, eq=False)
 class CacheTuning:
     """Outcome of :func:`tune_cache`: the policy file, the winning policy's simulation, the
-    baselines, every evaluation and a JSON-able report."""
+    baselines, every evaluation, whether the tuned policy should replace the current one
+    (``push``, with ``report["decision"]`` saying why) and a JSON-able report."""
 
     policy_file: PolicyFile
     best: CacheResult
@@ -158,13 +220,15 @@ class CacheTuning:
     baselines: dict[str, CacheResult]
     evaluations: list[Evaluation]
     report: dict[str, Any] = field(default_factory=dict)
+    push: bool = True
 
 
 def _warm_starts(
-    regime_ids: Sequence[int], n_keys: int, suggested_keys: int | None
+    regime_ids: Sequence[int], n_keys: int, suggested_keys: int | None, max_limit: int | None = None
 ) -> list[dict[str, float]]:
     """Uniform limits (the K-means suggestion, the paper's 10K, a 30th of the keyspace, 300
-    keys) from the start, and the paper's "100K then 10K"; clipped to the keyspace."""
+    keys) from the start, and the paper's "100K then 10K"; clipped to the keyspace and to
+    ``max_limit``."""
     picks: list[dict[str, float]] = []
     for n in (suggested_keys, PAPER_LIMIT, max(n_keys // 30, 1), 300):
         if n:
@@ -172,13 +236,142 @@ def _warm_starts(
     picks.append(
         {"high_watermark_keys": PAPER_HIGH_WATERMARK, **{f"limit_{r}": PAPER_LIMIT for r in regime_ids}}
     )
+    return _clip_all(picks, n_keys, max_limit)
+
+
+def _clip_all(
+    picks: Iterable[Mapping[str, float]], n_keys: int, max_limit: int | None
+) -> list[dict[str, float]]:
     hi = max(n_keys, 2)
-    out = []
+    lim = hi if max_limit is None else min(max(max_limit, 2), hi)
+    out: list[dict[str, float]] = []
     for p in picks:
-        q = {k: float(min(max(int(v), 1), hi)) for k, v in p.items()}
+        q = {k: float(min(max(int(v), 1), hi if k == "high_watermark_keys" else lim)) for k, v in p.items()}
         if q not in out:
             out.append(q)
     return out
+
+
+def _previous_starts(
+    previous: CacheTuning | Sequence[Evaluation],
+    regime_ids: Sequence[int],
+    n_keys: int,
+    max_limit: int | None,
+) -> list[dict[str, float]]:
+    """Starting points from an earlier tuning of the same workload: its tuned policy, then its
+    best few evaluations. A regime it did not know gets its most generous limit."""
+    evals = previous.evaluations if isinstance(previous, CacheTuning) else list(previous)
+    ranked = sorted((e for e in evals if not e.failed), key=lambda e: (not _meets(e.residuals), e.value))
+    picks: list[Mapping[str, float]] = []
+    if isinstance(previous, CacheTuning):
+        picks.append({k: v for k, v in previous.best_params.items() if k.startswith(("limit_", "high_"))})
+    picks.extend(e.params for e in ranked[:3])
+    out = []
+    for p in picks:
+        limits = [float(v) for k, v in p.items() if k.startswith("limit_")]
+        if not limits or "high_watermark_keys" not in p:
+            continue
+        fill = max(limits)
+        out.append(
+            {
+                "high_watermark_keys": float(p["high_watermark_keys"]),
+                **{f"limit_{r}": float(p.get(f"limit_{r}", fill)) for r in regime_ids},
+            }
+        )
+    return _clip_all(out, n_keys, max_limit)
+
+
+def holdout_windows(n_windows: int, holdout: float, *, block: int = HOLDOUT_BLOCK_WINDOWS) -> np.ndarray:
+    """A boolean mask of held-apart windows: every ``round(1 / holdout)``-th block of ``block``
+    windows, starting with the second (the first block is the cache's warm-up).
+
+    >>> holdout_windows(12, 0.5, block=2).astype(int).tolist()
+    [0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1]
+    """
+    held = np.zeros(n_windows, dtype=bool)
+    if holdout <= 0 or n_windows < 2:
+        return held
+    every = max(round(1.0 / holdout), 2)
+    blk = max(1, min(block, n_windows // (2 * every) or 1))
+    b = np.arange(n_windows) // blk
+    held[(b % every) == 1] = True
+    return held
+
+
+def _binding(
+    problem: _Problem, best: CacheResult, evaluations: Sequence[Evaluation], objective: CacheObjective
+) -> dict[str, Any]:
+    """Whether each constraint bound: the efficiency target binds if a static LRU with the
+    tuned policy's time-averaged memory misses it; the memory budget binds if any policy the
+    search met exceeded it (the unlimited cache always does when the budget is below 1)."""
+    keys = max(round(best.mean_keys), 1)
+    lru = problem.run(CachePolicy(mode=CacheMode.LRU, limit_keys=keys))
+    ok = [e for e in evaluations if not e.failed and e.residuals is not None]
+    eff_binds = relative_efficiency(lru, problem.unlimited) < objective.efficiency_target
+    eff_ever_short = any(e.residuals[0] > 0 for e in ok)  # type: ignore[index]
+    notes = []
+    if not eff_binds:
+        notes.append(
+            f"the efficiency target never binds: a static LRU of {keys:,} keys (the tuned policy's "
+            f"mean) already reaches {relative_efficiency(lru, problem.unlimited):.4f}"
+        )
+    if not eff_ever_short:
+        notes.append("no policy evaluated fell short of the efficiency target")
+    return {
+        "efficiency": bool(eff_binds),
+        "memory": bool(problem.unlimited.mean_keys > 0 and objective.memory_budget < 1.0),
+        "static_lru_same_memory": {
+            "limit_keys": keys,
+            "efficiency": relative_efficiency(lru, problem.unlimited),
+        },
+        "notes": notes,
+    }
+
+
+def _decide(
+    problem: _Problem,
+    tuned: CacheResult,
+    current: CachePolicyLike | None,
+    held: np.ndarray,
+    objective: CacheObjective,
+) -> dict[str, Any]:
+    """Whether the tuned policy replaces ``current``: only if it fits the memory budget and
+    scores at least as well on the held-apart windows."""
+    unl = problem.unlimited
+    mask = held if np.any(held) else None
+    tuned_val = objective.value(objective.of(tuned, unl, mask))
+    out: dict[str, Any] = {
+        "held_out_windows": int(np.count_nonzero(held)),
+        "tuned_held_out": {
+            "objective": tuned_val,
+            "efficiency": efficiency_over(tuned, mask),
+            "memory_fraction": memory_fraction(tuned, unl, mask),
+        },
+    }
+    if not objective.fits_memory(tuned, unl):
+        return {**out, "push": False, "reason": "no policy found fits the memory budget"}
+    if current is None:
+        return {**out, "push": True, "reason": "no current policy to compare with"}
+    cur = problem.run(current)
+    cur_val = objective.value(objective.of(cur, unl, mask))
+    out["current_held_out"] = {
+        "objective": cur_val,
+        "efficiency": efficiency_over(cur, mask),
+        "memory_fraction": memory_fraction(cur, unl, mask),
+    }
+    if mask is None:
+        return {**out, "push": True, "reason": "trace too short to hold windows apart; not validated"}
+    if tuned_val <= cur_val:
+        return {
+            **out,
+            "push": True,
+            "reason": f"beats the current policy on held-apart windows ({tuned_val:.4g} <= {cur_val:.4g})",
+        }
+    return {
+        **out,
+        "push": False,
+        "reason": f"kept back: scores {tuned_val:.4g} on held-apart windows against the current policy's {cur_val:.4g}",
+    }
 
 
 def tune_cache(
@@ -189,8 +382,9 @@ def tune_cache(
     objective: CacheObjective | None = None,
     optimizer: str = DEFAULT_OPTIMIZER,
     budget: int = 80,
-    executor: Executor | None = None,
+    executor: Executor | str | None = None,
     workers: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     store: StoreModel | None = None,
     value_size: int = DEFAULT_VALUE_SIZE,
     seed: int = 0,
@@ -200,20 +394,47 @@ def tune_cache(
     detector_state: dict[str, Any] | None = None,
     trace_name: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    resume: Sequence[Evaluation] = (),
+    on_evaluation: Callable[[Evaluation], None] | None = None,
+    cost: CostModel | None = None,
+    max_limit: KeyLimit | int | float | str | None = None,
+    holdout: float = 0.25,
+    current: CachePolicyLike | None = None,
+    warm_start: CacheTuning | Sequence[Evaluation] | None = None,
+    sweep: Sequence[float] = DEFAULT_SWEEP,
 ) -> CacheTuning:
     """Tune a limit per regime (``labels[w]`` is the regime of the window starting at
     ``window_starts_s[w]``) and the two-phase switch point on ``trace``.
 
     ``switch_time_s`` (e.g. the detected start of the third regime) is tried as the switch
     point beside ``H`` keys; ``suggested_keys`` (e.g. the K-means suggestion) seeds the
-    search. ``executor`` runs evaluations (default: a local process pool of ``workers``
-    processes; ``workers=0`` evaluates in this process). ``baselines`` are extra named
-    policies simulated for the report.
+    search. ``executor`` runs evaluations: an executor, or its name (``"process"``,
+    ``"thread"``, a Dask scheduler address ``"tcp://host:port"``); by default a local process
+    pool of ``workers`` processes, and ``workers=0`` evaluates in this process. ``batch_size``
+    candidates are asked and evaluated per round, so a ``seed`` gives the same result on any
+    number of workers. ``baselines`` are extra named policies simulated for the report.
+
+    ``cost`` is the store's cost model (default :class:`CostModel`; a ``store`` alone keeps
+    the older throughput-only model). The objective's memory budget is a hard constraint:
+    the returned policy fits it (if no evaluated policy does, a static LRU sized to fit is
+    returned, and ``push`` is False if even that cannot fit). ``max_limit`` (keys, a
+    fraction of the keyspace, ``"5%"``) bounds every regime limit. A ``holdout`` fraction of
+    the windows is held apart from tuning; the tuned policy replaces ``current`` (``push``)
+    only if it scores at least as well there. ``warm_start`` (an earlier result or its
+    evaluations on the same workload) replaces the generic starting points with its tuned
+    policy and best evaluations. ``sweep`` lists the miss costs of the sensitivity sweep.
+
+    ``resume`` holds the evaluations of an interrupted run on the same trace: they are told to
+    the optimizer (not repeated) and count against ``budget``; ``on_evaluation`` receives each
+    new evaluation as it completes, so a caller can store them for such a resumption.
     """
     objective = objective or CacheObjective()
-    store = store or StoreModel()
+    if cost is None:
+        cost = CostModel() if store is None else CostModel.from_store(store)
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ConfigError(f"budget must be a positive number of evaluations, got {budget!r}")
+    if not (isinstance(holdout, int | float) and 0.0 <= holdout <= 0.5):
+        raise ConfigError(f"holdout must be a fraction of the windows in [0, 0.5], got {holdout!r}")
     lab = np.asarray(labels, dtype=np.int64)
     starts = np.asarray(window_starts_s, dtype=np.float64)
     if lab.shape != starts.shape or lab.ndim != 1 or len(lab) == 0:
@@ -226,49 +447,63 @@ def tune_cache(
             f"unknown optimizer {optimizer!r}; use 'Pounders' (default) or a nevergrad optimizer such as "
             "'TwoPointsDE', 'OnePlusOne', 'CMA', 'NGOpt'"
         )
-    unlimited = simulate(trace, CachePolicy(), store=store, value_size=value_size)
-    problem = _Problem(trace, lab, starts, ids, objective, store, value_size, unlimited)
-    warm = _warm_starts(ids, trace.n_keys, suggested_keys)[: max(budget - 1, 1)]
-    space = cache_space(ids, trace.n_keys, init=warm[0])
+    limit_keys = None if max_limit is None else KeyLimit.of(max_limit).resolve(trace.n_keys)
+    unlimited = simulate(trace, CachePolicy(), cost=cost, value_size=value_size)
+    held = holdout_windows(trace.n_windows, float(holdout))
+    tune_w = ~held
+    problem = _Problem(trace, lab, starts, ids, objective, cost, value_size, unlimited, tune_w)
+    warm = _previous_starts(warm_start, ids, trace.n_keys, limit_keys) if warm_start is not None else []
+    # the largest static LRU within the memory budget: a candidate beside the search's
+    fit_n = max(int(objective.memory_budget * mean_keys_over(unlimited, tune_w)), 1)
+    fit = _clip_all(
+        [{"high_watermark_keys": 1.0, **{f"limit_{r}": float(fit_n) for r in ids}}], trace.n_keys, limit_keys
+    )[0]
+    warm = (warm or _warm_starts(ids, trace.n_keys, suggested_keys, limit_keys))[: max(budget - 1, 1)]
+    space = cache_space(ids, trace.n_keys, init=warm[0], max_limit_keys=limit_keys)
 
     n_workers = min(2, os.cpu_count() or 1) if workers is None else workers
-    own_pool = executor is None and n_workers > 0
-    if own_pool:
-        executor = ProcessPoolExecutor(max_workers=n_workers, initializer=_init_worker, initargs=(problem,))
-        task: Callable[[dict[str, float]], np.ndarray] = _residuals_in_worker
-    else:
-        task = partial(_residuals_with, problem)
-    try:
-        # the warm starts are evaluated here (they count against the budget) and told to the
-        # optimizer, so it starts from the best of the hand-set policies
-        if executor is None:
-            warm_r = [task(p) for p in warm]
-        else:
-            warm_r = [f.result() for f in [executor.submit(task, p) for p in warm]]
-        if progress is not None:
-            progress(len(warm), budget)
+    # an evaluation of another space (the regimes changed since) cannot be told: skip it
+    resume = [e for e in resume if _fits(space, e.params)]
+    # residuals of another objective shape (a checkpoint from an older version) cannot be told
+    done = [
+        e
+        for e in resume
+        if not e.failed and e.residuals is not None and len(e.residuals) == len(RESIDUAL_NAMES)
+    ]
+    seen = [e.params for e in resume]
+    initial = [p for p in warm if p not in seen]
+    remaining = max(budget - len(resume), len(initial) + 1)
+    with _evaluator(executor, n_workers, problem) as (pool, task):
+        # the hand-set policies are evaluated first (they count against the budget) and told
+        # to the optimizer, so it starts from the best of them
         run = minimize(
             task,
             space,
-            budget=max(budget - len(warm), 1),
+            budget=remaining,
             optimizer=optimizer,
-            executor=executor,
-            num_workers=max(n_workers, 1) if executor is not None else None,
-            warm_start=list(zip(warm, warm_r, strict=True)),
+            executor=pool,
+            batch_size=batch_size,
+            initial=initial,
+            warm_start=[(e.params, e.residuals) for e in done],
             seed=seed,
-            progress=None if progress is None else lambda done, _b, _v: progress(len(warm) + done, budget),
+            progress=None if progress is None else lambda n, _b, _v: progress(len(resume) + n, budget),
+            on_evaluation=on_evaluation,
         )
-    finally:
-        if own_pool and executor is not None:
-            executor.shutdown()
-    evaluations = [
-        Evaluation(params=p, residuals=tuple(float(v) for v in r), value=objective.value(r))
-        for p, r in zip(warm, warm_r, strict=True)
-    ] + list(run.evaluations)
-    # the best evaluation meets both constraints if any does, then has the least value
-    ok = [e for e in evaluations if not e.failed]
-    best = min(ok, key=lambda e: (not _meets(e.residuals), e.value))
-    params = {k: int(v) for k, v in best.params.items()}
+    evaluations = list(resume) + list(run.evaluations)
+    # the memory budget is hard: of the policies within it, the one that meets the efficiency
+    # target, then is the most efficient (the paper's measure: efficiency at a memory budget;
+    # to 4 decimals of the loss residual), then has the least value (less memory)
+    ok = [e for e in evaluations if not e.failed and e.residuals is not None]
+    within = [e for e in ok if e.residuals[1] == 0.0]  # type: ignore[index]
+    fallback = False
+    fit_r = problem.residuals(fit)
+    fit_key = _selection_key(objective, fit_r, objective.value(fit_r))
+    best = min(within, key=lambda e: _selection_key(objective, e.residuals, e.value), default=None)
+    if best is not None and _selection_key(objective, best.residuals, best.value) <= fit_key:
+        params = {k: int(v) for k, v in best.params.items()}
+    else:  # the static LRU sized to the budget does better (or nothing evaluated fits)
+        fallback = True
+        params = {k: int(v) for k, v in fit.items()}
     best_policy = problem.policy(params)
     best_res = problem.run(best_policy)
     switch_kind: dict[str, Any] = {
@@ -279,13 +514,17 @@ def tune_cache(
         alt_policy = problem.policy(params, switch_time_s=switch_time_s)
         alt = problem.run(alt_policy)
 
-        def rank(res: CacheResult) -> tuple[bool, float]:
-            return (not objective.feasible(res, unlimited), objective.value(objective.of(res, unlimited)))
+        def rank(res: CacheResult) -> tuple[bool, bool, float]:
+            return (
+                not objective.fits_memory(res, unlimited, tune_w),
+                not objective.feasible(res, unlimited, tune_w),
+                objective.value(objective.of(res, unlimited, tune_w)),
+            )
 
         if rank(alt) < rank(best_res):
             best_res, best_policy = alt, alt_policy
             switch_kind = {"switch": "time", "switch_time_s": switch_time_s}
-    score = objective.value(objective.of(best_res, unlimited))
+    score = objective.value(objective.of(best_res, unlimited, tune_w))
 
     cache_pols = dict(best_policy.policies)
     pfile = PolicyFile(
@@ -294,34 +533,76 @@ def tune_cache(
         regimes={r: Policy(regime_id=r, cache=p, source="tuned", score=score) for r, p in cache_pols.items()},
         detector_state=detector_state,
     )
-    base_res = {"unlimited": unlimited}
-    for name, pol in (baselines or {}).items():
-        base_res[name] = problem.run(pol)
+    base_pols: dict[str, Any] = {"unlimited": CachePolicy(), **dict(baselines or {})}
+    base_res = {
+        name: (unlimited if name == "unlimited" else problem.run(pol)) for name, pol in base_pols.items()
+    }
 
-    def row(res: CacheResult) -> dict[str, float]:
+    unl_bytes = byte_hit_ratio(trace, CachePolicy())
+
+    def row(res: CacheResult, pol: Any) -> dict[str, float]:
         r = objective.of(res, unlimited)
+        hr = res.hit_ratio
+        rel = hr / unlimited.hit_ratio if unlimited.hit_ratio > 0 else 1.0
+        b = byte_hit_ratio(trace, pol)
         return {
             **res.summary(),
+            "hit_ratio_vs_unlimited": rel,
+            # without request sizes every value has ``value_size`` bytes: bytes hit as keys do
+            "byte_hit_ratio_vs_unlimited": rel if b is None or not unl_bytes else b / unl_bytes,
             "memory_fraction": memory_fraction(res, unlimited),
+            "peak_fraction": res.peak_keys / unlimited.peak_keys if unlimited.peak_keys else 0.0,
             "objective": objective.value(r),
             "feasible": float(objective.feasible(res, unlimited)),
+            "fits_memory": float(objective.fits_memory(res, unlimited)),
         }
+
+    sweep_rows: dict[str, dict[str, float]] = {}
+    for m in sweep:
+        c = cost.with_miss_cost(float(m))
+        unl_m = problem.run(CachePolicy(), c)
+        cells = {"tuned": problem.run(best_policy, c).efficiency, "unlimited": unl_m.efficiency}
+        for name, pol in base_pols.items():
+            if name != "unlimited":
+                cells[name] = problem.run(pol, c).efficiency
+        sweep_rows[f"{float(m):g}"] = cells
+    decision = _decide(problem, best_res, current, held, objective)
+    if fallback:
+        decision["fallback"] = (
+            "the static LRU sized to the memory budget did better than every policy the search "
+            "evaluated within it (or none fitted), so it is returned"
+        )
+    binding = _binding(problem, best_res, evaluations, objective)
 
     report = {
         "optimizer": run.optimizer,
         "budget": budget,
         "n_evaluations": len(evaluations),
+        "resumed_evaluations": len(resume),
+        "warm_started": warm_start is not None,
         "objective": objective.get_params(),
-        "store": {"capacity_ops_s": store.capacity_ops_s, "buffer_s": store.buffer_s},
+        "cost_model": cost.describe(),
+        "store": {
+            "capacity_ops_s": cost.store_for(trace.unavoidable_w, trace.window_s).capacity_ops_s,
+            "buffer_s": cost.buffer_s,
+        },
         "value_size": value_size,
+        "max_limit_keys": limit_keys,
         "trace": {
             "requests": trace.n_requests,
             "keys": trace.n_keys,
             "duration_s": trace.duration_s,
             "regime_windows": {int(r): int(np.count_nonzero(lab == r)) for r in ids},
         },
-        "best": {**switch_kind, "limits": {r: p.limit_keys for r, p in cache_pols.items()}, **row(best_res)},
-        "baselines": {name: row(res) for name, res in base_res.items()},
+        "best": {
+            **switch_kind,
+            "limits": {r: p.limit_keys for r, p in cache_pols.items()},
+            **row(best_res, best_policy),
+        },
+        "baselines": {name: row(res, base_pols[name]) for name, res in base_res.items()},
+        "sweep": sweep_rows,
+        "binds": binding,
+        "decision": decision,
     }
     return CacheTuning(
         policy_file=pfile,
@@ -331,6 +612,7 @@ def tune_cache(
         baselines=base_res,
         evaluations=evaluations,
         report=report,
+        push=bool(decision["push"]),
     )
 
 
@@ -338,16 +620,27 @@ def tune_cache(
 
 
 def paper_baselines(
-    *, third_start_s: float | None = None, suggested_keys: int | None = None
+    *, third_start_s: float | None = None, suggested_keys: int | None = None, n_keys: int | None = None
 ) -> dict[str, CachePolicy]:
-    """The hand-set policies of Sevilla et al.: a 100K-key LRU, "switch at 100K then 10K",
-    and the K-means suggestion (switch at the third regime's start to its keyspace size)."""
+    """The hand-set policies of Sevilla et al.: a 100K-key LRU, "switch at 100K then 10K" as
+    written and, given the run's keyspace ``n_keys``, scaled to it (the paper's thresholds were
+    set for a 150K-key run: 2/3 and 1/15 of the keyspace), and the K-means suggestion (switch
+    at the third regime's start to its keyspace size)."""
     out = {
         "lru_100k": CachePolicy(mode=CacheMode.LRU, limit_keys=PAPER_HIGH_WATERMARK),
         "two_phase_100k_10k": CachePolicy(
             mode=CacheMode.TWO_PHASE, high_watermark_keys=PAPER_HIGH_WATERMARK, limit_keys=PAPER_LIMIT
         ),
     }
+    if n_keys:
+        out["lru_scaled"] = CachePolicy(
+            mode=CacheMode.LRU, limit_keys=KeyLimit(fraction=PAPER_LIMIT / PAPER_KEYSPACE).resolve(n_keys)
+        )
+        out["two_phase_scaled"] = CachePolicy(
+            mode=CacheMode.TWO_PHASE,
+            high_watermark_keys=KeyLimit(fraction=PAPER_HIGH_WATERMARK / PAPER_KEYSPACE).resolve(n_keys),
+            limit_keys=KeyLimit(fraction=PAPER_LIMIT / PAPER_KEYSPACE).resolve(n_keys),
+        )
     if third_start_s is not None and suggested_keys:
         out["kmeans_suggestion"] = CachePolicy(
             mode=CacheMode.TWO_PHASE, switch_time_s=max(third_start_s, 0.0), limit_keys=int(suggested_keys)
@@ -390,7 +683,7 @@ def tune_cache_batches(
         window_starts_s=np.asarray(frame["start"], dtype=np.float64),
         switch_time_s=third_s,
         suggested_keys=suggested,
-        baselines=paper_baselines(third_start_s=third_s, suggested_keys=suggested),
+        baselines=paper_baselines(third_start_s=third_s, suggested_keys=suggested, n_keys=trace.n_keys),
         detector_state=state,
         trace_name=trace_name,
         **kwargs,
@@ -399,7 +692,9 @@ def tune_cache_batches(
 
 __all__ = [
     "DEFAULT_OPTIMIZER",
+    "DEFAULT_SWEEP",
     "cache_space",
+    "holdout_windows",
     "CacheTuning",
     "paper_baselines",
     "regime_cache_policies",

@@ -20,17 +20,24 @@ def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Health,
-    summary="Readiness: the store answers and the engine runs",
+    summary="Readiness: the store answers, the engine runs, the tuning pool is whole",
     responses={503: {"model": Health, "description": "Not ready."}},
 )
 def readyz(request: Request, store: StoreDep) -> Health | JSONResponse:
-    checks = {"store": store.ping(), "engine": request.app.state.engine is not None}
+    engine = request.app.state.engine
+    checks = {"store": store.ping(), "engine": engine is not None}
     worker = request.app.state.worker
     if worker is not None:
         checks["push_worker"] = worker._thread is not None and worker._thread.is_alive()
+    jobs = getattr(request.app.state, "jobs", None)
+    if jobs is not None:
+        checks["tuning_pool"] = jobs.pool_ok()
+    detail = {} if engine is None else {"telemetry": engine.check_telemetry()}  # stale is not unready
     if all(checks.values()):
-        return Health(status="ok", checks=checks)
-    return JSONResponse(Health(status="unavailable", checks=checks).model_dump(), status_code=503)
+        return Health(status="ok", checks=checks, detail=detail)
+    return JSONResponse(
+        Health(status="unavailable", checks=checks, detail=detail).model_dump(), status_code=503
+    )
 
 
 @router.get(

@@ -1,4 +1,5 @@
-"""Policies: the one in force (cheap to poll: ETag / If-None-Match), its versions, and the
+"""Policies: the one desired (cheap to poll: ETag / If-None-Match; the ``X-Delivered-Version``
+header says what the backend last acknowledged), how delivery stands, the versions, and the
 tuned or operator-set policy of every regime."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import BaseModel, ConfigDict
 
 from regimetune.api.auth import ReadAccess, WriteAccess
 from regimetune.api.deps import EngineDep, SettingsDep, StoreDep
@@ -16,6 +18,25 @@ from regimetune.models import NotFoundError, Policy, PolicyVersion
 
 router = APIRouter(prefix="/v1", tags=["policies"])
 RegimeId = Annotated[int, Path(ge=0, le=2**31 - 1, description="A regime id")]
+DELIVERED = "X-Delivered-Version"  # the newest version the backend acknowledged ("none" before one)
+
+
+def _delivered(n: int | None) -> str:
+    return "none" if n is None else str(n)
+
+
+class PolicyStatus(BaseModel):
+    """Desired against delivered, as a Kubernetes object's spec and status: ``desired`` is
+    what the engine wants (served by ``GET /v1/policy``), ``delivered_version`` what the
+    backend last acknowledged; ``pending`` the versions still to deliver and ``last_error``
+    why the newest of them is not delivered yet."""
+
+    model_config = ConfigDict(frozen=True)
+    desired: PolicyVersion | None
+    delivered_version: int | None
+    pushing: bool
+    pending: list[int]
+    last_error: str | None = None
 
 
 def _etag(v: PolicyVersion) -> str:
@@ -40,20 +61,21 @@ class PolicyFastPath:
         self.store = store
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        v, body = self.store.in_force_json()
+        v, body, delivered = self.store.policy_status()
         if v is None:
             await self.fallback(scope, receive, send)  # the 404 with its reason
             return
         etag = _etag(v).encode()
+        status_headers = [(b"etag", etag), (DELIVERED.lower().encode(), _delivered(delivered).encode())]
         inm = next((val for name, val in scope["headers"] if name == b"if-none-match"), None)
         if inm is not None and _matches(inm.decode("latin-1"), etag.decode()):
-            status, headers, payload = 304, [(b"etag", etag)], b""
+            status, headers, payload = 304, status_headers, b""
         else:
             status, payload = 200, body
             headers = [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
-                (b"etag", etag),
+                *status_headers,
             ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
@@ -62,20 +84,42 @@ class PolicyFastPath:
 @router.get(
     "/policy",
     response_model=PolicyVersion,
-    summary="The policy in force (poll with If-None-Match)",
+    summary="The policy desired (poll with If-None-Match); X-Delivered-Version: what the backend holds",
     dependencies=[ReadAccess],
     responses=errors(304, *READ, 404),
 )
 async def policy_in_force(request: Request, store: StoreDep) -> Response:
-    """The newest version not given up on by the push worker; a failed push leaves the last
-    known-good version in force. The body is serialised once per version."""
-    v, body = store.in_force_json()
+    """What the engine wants: the newest version the backend did not refuse (a refusal
+    leaves the last good version), delivered or not; the ``X-Delivered-Version`` header is
+    the newest version the backend acknowledged (``none`` before one). With a policy file,
+    its default is version 1 until the first change. The body is serialised once per version."""
+    v, body, delivered = store.policy_status()
     if v is None:
         raise NotFoundError("no policy version yet: no regime change has been decided")
-    etag = _etag(v)
-    if _matches(request.headers.get("if-none-match"), etag):
-        return Response(status_code=304, headers={"ETag": etag})
-    return Response(body, media_type="application/json", headers={"ETag": etag})
+    headers = {"ETag": _etag(v), DELIVERED: _delivered(delivered)}
+    if _matches(request.headers.get("if-none-match"), headers["ETag"]):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
+
+
+@router.get(
+    "/policy/status",
+    response_model=PolicyStatus,
+    summary="Desired against delivered: the policy the engine wants and what the backend holds",
+    dependencies=[ReadAccess],
+    responses=errors(*READ),
+)
+def policy_status(request: Request, store: StoreDep) -> PolicyStatus:
+    v, _, delivered = store.policy_status()
+    worker = request.app.state.worker
+    pending = list(request.app.state.outbox.pending()) if worker is not None else []
+    return PolicyStatus(
+        desired=v,
+        delivered_version=delivered,
+        pushing=worker is not None,
+        pending=[e.version.version for e in pending],
+        last_error=next((e.last_error for e in reversed(pending) if e.last_error), None),
+    )
 
 
 @router.get(
@@ -105,11 +149,20 @@ def regime_policies(store: StoreDep) -> dict[int, Policy]:
     response_model=Policy,
     summary="The policy of one regime (the safe default when none is stored)",
     dependencies=[ReadAccess],
-    responses=errors(*READ, 422),
+    responses=errors(*READ, 404, 422),
 )
 def regime_policy(regime: RegimeId, engine: EngineDep) -> Policy:
+    _known(engine, regime)
     policy, _ = engine.choose_policy(regime)
     return policy
+
+
+def _known(engine: Any, regime: int) -> None:
+    if not engine.knows_regime(regime):
+        raise NotFoundError(
+            f"no regime {regime}: the detector does not know it and no policy names it "
+            "(GET /v1/regimes lists the regimes)"
+        )
 
 
 @router.put(
@@ -117,12 +170,15 @@ def regime_policy(regime: RegimeId, engine: EngineDep) -> Policy:
     response_model=Policy,
     summary="Set the policy of a regime (operator); checked against the hard bounds",
     dependencies=[WriteAccess],
-    responses=errors(*WRITE),
+    responses=errors(*WRITE, 404),
 )
 def put_regime_policy(
     regime: RegimeId, body: PolicyIn, store: StoreDep, engine: EngineDep, settings: SettingsDep
 ) -> Policy:
-    """If ``regime`` is the current regime, a new decision applies the policy at once."""
+    """If ``regime`` is the current regime, a new decision applies the policy at once. An
+    unknown regime is a 404: a policy set for an id the detector has not given out would
+    silently apply to whatever regime later gets that id."""
+    _known(engine, regime)
     policy = Policy(
         regime_id=regime, cache=body.cache, weights=body.weights, source="operator", score=body.score
     )

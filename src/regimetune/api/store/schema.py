@@ -6,6 +6,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 metadata = sa.MetaData()
+BigInt = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""64-bit on PostgreSQL (a window may hold more than 2^31 requests); SQLite's INTEGER is 64-bit."""
 
 ingest_batches = sa.Table(
     "rt_ingest_batches",
@@ -17,15 +19,16 @@ ingest_batches = sa.Table(
     sa.Column("client_key", sa.String(128), nullable=True, unique=True),
     sa.Column("n_rows", sa.Integer, nullable=False),
     sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("digest", sa.String(64), nullable=True),
 )
 
 windows = sa.Table(
     "rt_windows",
     metadata,
-    sa.Column("idx", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("idx", BigInt, primary_key=True, autoincrement=False),
     sa.Column("start", sa.Float, nullable=False),
     sa.Column("length", sa.Float, nullable=False),
-    sa.Column("requests", sa.Integer, nullable=False),
+    sa.Column("requests", BigInt, nullable=False),
     sa.Column("regime_id", sa.Integer, nullable=True),
     sa.Column("stats", sa.JSON, nullable=False),
 )
@@ -34,7 +37,7 @@ checkpoints = sa.Table(
     "rt_checkpoints",
     metadata,
     sa.Column("name", sa.String(32), primary_key=True),
-    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("position", BigInt, nullable=False),
     sa.Column("state", sa.JSON, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
@@ -44,8 +47,8 @@ segments = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("regime_id", sa.Integer, nullable=False),
-    sa.Column("start_window", sa.Integer, nullable=False),
-    sa.Column("end_window", sa.Integer, nullable=False),
+    sa.Column("start_window", BigInt, nullable=False),
+    sa.Column("end_window", BigInt, nullable=False),
     sa.Column("start", sa.Float, nullable=False),
     sa.Column("end", sa.Float, nullable=False),
     sa.Column("summary", sa.JSON, nullable=False),

@@ -113,7 +113,7 @@ class Store:
         self._engine = engine
         self._version_lock = threading.Lock()
         self._gen = 0  # bumped by every write that may change the policy in force
-        self._in_force: tuple[int, PolicyVersion | None, bytes] | None = None
+        self._in_force: tuple[int, PolicyVersion | None, bytes, int | None] | None = None
 
     def invalidate(self) -> None:
         """Forget the cached policy in force (after a new version or a push outcome)."""
@@ -126,9 +126,11 @@ class Store:
             engine = _engine(cfg)
             migrate(engine)
         except sa.exc.SQLAlchemyError as exc:
-            raise ConfigError(
-                f"cannot open store {sa.engine.make_url(cfg.url).render_as_string()}: {type(exc).__name__}"
-            ) from exc
+            try:
+                where = sa.engine.make_url(cfg.url).render_as_string()  # the password masked
+            except sa.exc.ArgumentError:
+                where = "(not a database URL)"
+            raise ConfigError(f"cannot open store {where}: {type(exc).__name__}") from exc
         return cls(engine)
 
     @property
@@ -148,9 +150,16 @@ class Store:
 
     # -- ingest -----------------------------------------------------------------------------
     def append_batch(
-        self, *, kind: str, window_start: float, columns: dict[str, np.ndarray], client_key: str | None = None
+        self,
+        *,
+        kind: str,
+        window_start: float,
+        columns: dict[str, np.ndarray],
+        client_key: str | None = None,
+        digest: str | None = None,
     ) -> int:
-        """Persist a batch; returns its sequence number once committed."""
+        """Persist a batch (``digest``: a hash of its content, to tell a resend from another
+        batch under the same ``client_key``); returns its sequence number once committed."""
         n = max((len(c) for c in columns.values()), default=0)
         with self._engine.begin() as conn:
             res = conn.execute(
@@ -161,19 +170,17 @@ class Store:
                     client_key=client_key,
                     n_rows=n,
                     payload=pack_columns(columns),
+                    digest=digest,
                 )
             )
             return _pk(res)
 
-    def batch_by_key(self, client_key: str) -> tuple[int, int] | None:
-        """(sequence number, rows) of the batch sent with ``client_key``, if any."""
+    def batch_by_key(self, client_key: str) -> tuple[int, int, str | None] | None:
+        """(sequence number, rows, digest) of the batch sent with ``client_key``, if any."""
+        b = t.ingest_batches.c
         with self._engine.connect() as conn:
-            row = conn.execute(
-                sa.select(t.ingest_batches.c.seq, t.ingest_batches.c.n_rows).where(
-                    t.ingest_batches.c.client_key == client_key
-                )
-            ).first()
-        return None if row is None else (int(row.seq), int(row.n_rows))
+            row = conn.execute(sa.select(b.seq, b.n_rows, b.digest).where(b.client_key == client_key)).first()
+        return None if row is None else (int(row.seq), int(row.n_rows), row.digest)
 
     def batches_after(self, seq: int, *, chunk: int = 64) -> Iterator[StoredBatch]:
         """Batches with a sequence number above ``seq``, in order."""
@@ -211,6 +218,10 @@ class Store:
             )
         return int(res.rowcount or 0)
 
+    def count_windows(self) -> int:
+        with self._engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(t.windows)).scalar() or 0)
+
     def count_batches(self) -> int:
         with self._engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(t.ingest_batches)).scalar() or 0)
@@ -234,6 +245,11 @@ class Store:
     def _checkpoint(conn: Connection, name: str, state: dict[str, Any], processed: int) -> None:
         values = {"state": state, "position": processed, "updated_at": time.time()}
         _upsert(conn, t.checkpoints, "name", name, values)
+
+    def save_checkpoint(self, name: str, state: dict[str, Any], processed: int) -> None:
+        """Replace the state saved under ``name`` (e.g. a detector taken from a policy file)."""
+        with self._engine.begin() as conn:
+            self._checkpoint(conn, name, state, processed)
 
     def load_checkpoint(self, name: str) -> tuple[dict[str, Any] | None, int]:
         """The state saved under ``name`` and the position (e.g. last window) it covers."""
@@ -420,6 +436,38 @@ class Store:
         decision = decision.model_copy(update={"id": _pk(res)})
         return decision, pv
 
+    def first_version(self, policy: Policy, *, enqueue: bool) -> PolicyVersion | None:
+        """Store ``policy`` as version 1 (and its outbox entry when ``enqueue``) unless a
+        version exists: the policy in force before the first decision (a policy file's
+        default). Returns the version made, if any."""
+        with self._version_lock, self._engine.begin() as conn:
+            if conn.execute(sa.select(sa.func.count()).select_from(t.policy_versions)).scalar():
+                return None
+            pv = PolicyVersion(version=1, policy=policy, created_at=time.time())
+            conn.execute(
+                t.policy_versions.insert().values(
+                    version=1, policy=policy.model_dump(mode="json"), created_at=pv.created_at
+                )
+            )
+            if enqueue:
+                conn.execute(
+                    t.outbox.insert().values(
+                        version=1,
+                        payload=pv.model_dump(mode="json"),
+                        state="pending",
+                        attempts=0,
+                        next_attempt_at=0.0,
+                    )
+                )
+        self.invalidate()
+        return pv
+
+    def count_versions_since(self, since: float) -> int:
+        """How many policy versions were made at or after ``since`` (the flap budget)."""
+        with self._engine.connect() as conn:
+            q = sa.select(sa.func.count()).select_from(t.policy_versions)
+            return int(conn.execute(q.where(t.policy_versions.c.created_at >= since)).scalar() or 0)
+
     def set_outcome(self, version: int, outcome: PushOutcome, detail: str = "") -> None:
         """Record what became of the push of ``version``: the decision keeps its reason and
         gets the push outcome after ``" | push: "``."""
@@ -473,26 +521,39 @@ class Store:
         return v[0] if v else None
 
     def in_force_version(self) -> PolicyVersion | None:
-        """The policy in force: the newest version not given up on by the outbox (a failed
-        push leaves the last known-good version in force). Cached until the next write that
-        may change it, so backends can poll it cheaply."""
+        """The policy desired: the newest version that the backend did not refuse and the
+        outbox did not give up on (the last known-good version stays otherwise), delivered
+        or not. Cached until the next write that may change it, so it is cheap to poll."""
         return self.in_force_json()[0]
 
     def in_force_json(self) -> tuple[PolicyVersion | None, bytes]:
-        """The policy in force and its JSON body (serialised once per version)."""
+        """The policy desired and its JSON body (serialised once per version)."""
+        return self.policy_status()[:2]
+
+    def policy_status(self) -> tuple[PolicyVersion | None, bytes, int | None]:
+        """The policy desired, its JSON body, and the newest version the backend
+        acknowledged (None: none yet, or nothing is pushed); cached as :meth:`in_force_json`."""
         cached = self._in_force
         if cached is not None and cached[0] == self._gen:
-            return cached[1], cached[2]
+            return cached[1], cached[2], cached[3]
         gen = self._gen
         v = self._query_in_force()
         body = b"" if v is None else v.model_dump_json().encode()
+        delivered = self._query_delivered()
         if gen == self._gen:
-            self._in_force = (gen, v, body)
-        return v, body
+            self._in_force = (gen, v, body, delivered)
+        return v, body, delivered
+
+    def _query_delivered(self) -> int | None:
+        with self._engine.connect() as conn:
+            n = conn.execute(
+                sa.select(sa.func.max(t.outbox.c.version)).where(t.outbox.c.state == "delivered")
+            ).scalar()
+        return None if n is None else int(n)
 
     def _query_in_force(self) -> PolicyVersion | None:
         with self._engine.connect() as conn:
-            failed = sa.select(t.outbox.c.version).where(t.outbox.c.state == "failed")
+            failed = sa.select(t.outbox.c.version).where(t.outbox.c.state.in_(("failed", "refused")))
             row = conn.execute(
                 sa.select(t.policy_versions)
                 .where(t.policy_versions.c.version.not_in(failed))

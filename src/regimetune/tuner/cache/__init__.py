@@ -4,6 +4,7 @@
 (unlimited, static LRU, Mantle two-phase, regime-keyed limits) with vectorised counts.
 """
 
+from regimetune.tuner.cache.cost import DEFAULT_MISS_COST, DEFAULT_STORE_HEADROOM, CostModel
 from regimetune.tuner.cache.schedule import (
     UNLIMITED,
     CachePolicyLike,
@@ -18,6 +19,9 @@ from regimetune.tuner.cache.store import DEFAULT_CAPACITY_OPS_S, StoreModel
 
 __all__ = [
     "COLD",
+    "DEFAULT_MISS_COST",
+    "DEFAULT_STORE_HEADROOM",
+    "CostModel",
     "DEFAULT_CAPACITY_OPS_S",
     "DEFAULT_VALUE_SIZE",
     "UNLIMITED",

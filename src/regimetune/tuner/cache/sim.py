@@ -23,6 +23,7 @@ are counted by slicing.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ import numpy.typing as npt
 
 from regimetune.models import EventBatch, Op
 from regimetune.models.errors import InputError
+from regimetune.tuner.cache.cost import CostModel
 from regimetune.tuner.cache.schedule import CachePolicyLike, CapacitySchedule, as_schedule
 from regimetune.tuner.cache.stack import COLD, stack_distances
 from regimetune.tuner.cache.store import StoreModel
@@ -68,12 +70,16 @@ class CacheTrace:
     n_keys: int
     _comp: np.ndarray
     _comp_start: np.ndarray
+    sizes: np.ndarray | None = None
 
     @classmethod
     def from_batches(cls, batches: Iterable[EventBatch], *, window_s: float = 1.0) -> CacheTrace:
         """Concatenate event batches (in time order) and prepare them."""
         batch = EventBatch.concat(list(batches))
-        return cls.from_arrays(ts=batch.ts, keys=batch.key, is_write=batch.op == Op.WRITE, window_s=window_s)
+        sizes = batch.size if len(batch) and np.any(batch.size) else None
+        return cls.from_arrays(
+            ts=batch.ts, keys=batch.key, is_write=batch.op == Op.WRITE, window_s=window_s, sizes=sizes
+        )
 
     @classmethod
     def from_arrays(
@@ -83,6 +89,7 @@ class CacheTrace:
         keys: npt.ArrayLike,
         is_write: npt.ArrayLike | None = None,
         window_s: float = 1.0,
+        sizes: npt.ArrayLike | None = None,
     ) -> CacheTrace:
         ts_a = np.ascontiguousarray(ts, dtype=np.float64)
         n = len(ts_a)
@@ -112,6 +119,9 @@ class CacheTrace:
         win_bounds = np.searchsorted(w, np.arange(n_win + 1), side="left").astype(np.int64)
         writes_w = np.bincount(w, weights=wr, minlength=n_win).astype(np.int64)
         reads_w = np.diff(win_bounds) - writes_w
+        sz = None if sizes is None else np.ascontiguousarray(sizes, dtype=np.float64)
+        if sz is not None and (sz.shape != (n,) or np.any(sz < 0) or not np.all(np.isfinite(sz))):
+            raise InputError("sizes must hold one finite size >= 0 per request")
         k1 = np.int64(n_keys + 1)
         comp = np.sort((2 * w + wr) * k1 + np.minimum(dist, n_keys))
         comp_start = np.searchsorted(comp, np.arange(2 * n_win + 1, dtype=np.int64) * k1)
@@ -128,6 +138,7 @@ class CacheTrace:
             n_keys=n_keys,
             _comp=_readonly(comp),
             _comp_start=_readonly(comp_start),
+            sizes=None if sz is None else _readonly(sz),
         )
 
     @property
@@ -145,6 +156,14 @@ class CacheTrace:
     @property
     def window_starts_s(self) -> np.ndarray:
         return self.t0 + self.window_s * np.arange(self.n_windows)
+
+    @functools.cached_property
+    def unavoidable_w(self) -> np.ndarray:
+        """Store operations per window that no cache spares: cold read misses and writes
+        (computed once per trace: every simulation sizes the store by it)."""
+        cold_reads = self.first_ref[~self.is_write[self.first_ref]]
+        w = np.searchsorted(self.win_bounds, cold_reads, side="right") - 1
+        return np.bincount(w, minlength=self.n_windows).astype(np.int64) + self.writes_w
 
     def distinct_after(self, idx: npt.ArrayLike) -> np.ndarray:
         """Distinct keys referenced in requests ``0..idx`` (inclusive; 0 for ``idx < 0``)."""
@@ -169,6 +188,8 @@ class CacheResult:
     window_read_misses: np.ndarray
     window_keys: np.ndarray
     window_stall_s: np.ndarray
+    window_time_s: np.ndarray | None = None
+    window_s: float = 0.0
 
     @property
     def efficiency(self) -> float:
@@ -381,9 +402,12 @@ def simulate(
     *,
     store: StoreModel | None = None,
     value_size: int = DEFAULT_VALUE_SIZE,
+    cost: CostModel | None = None,
 ) -> CacheResult:
     """Score ``policy`` (a ``CachePolicy``, ``RegimePolicy`` or ``CapacitySchedule``) on
-    ``trace`` in front of ``store``: exact LRU hits, store load, stalls and memory.
+    ``trace`` in front of the store of ``cost`` (default :class:`CostModel`): exact LRU
+    hits, store load, miss latency, stalls and memory. A ``store`` alone (no ``cost``) keeps
+    the older throughput-only model: that store and no miss latency.
 
     >>> from regimetune.models import CachePolicy
     >>> t = CacheTrace.from_arrays(ts=[0.0, 0.1, 0.2, 0.3], keys=[1, 2, 1, 2])
@@ -396,12 +420,14 @@ def simulate(
         raise InputError(f"expected a CacheTrace, got {type(trace).__name__}")
     if isinstance(value_size, bool) or not isinstance(value_size, int | np.integer) or value_size < 1:
         raise InputError(f"value size must be a positive number of bytes, got {value_size!r}")
-    store = StoreModel() if store is None else store
+    if cost is None:
+        cost = CostModel() if store is None else CostModel.from_store(store)
+    store = cost.store_for(trace.unavoidable_w, trace.window_s)
     sched = as_schedule(policy, ts=trace.ts, first_ref=trace.first_ref)
     rmiss, wmiss, fill_end, peak = _count(trace, sched)
     lengths = np.full(trace.n_windows, trace.window_s)
     stall = store.stalls((rmiss + trace.writes_w).astype(np.float64), lengths)
-    sim_len = lengths + stall
+    sim_len = lengths + stall + cost.latency_s(rmiss, trace.reads_w + trace.writes_w, trace.window_s)
     return CacheResult(
         requests=trace.n_requests,
         misses=int(rmiss.sum() + wmiss.sum()),
@@ -415,7 +441,27 @@ def simulate(
         window_read_misses=_readonly(rmiss),
         window_keys=_readonly(fill_end),
         window_stall_s=_readonly(stall),
+        window_time_s=_readonly(sim_len),
+        window_s=trace.window_s,
     )
 
 
-__all__ = ["DEFAULT_VALUE_SIZE", "CacheResult", "CacheTrace", "simulate"]
+def byte_hit_ratio(trace: CacheTrace, policy: CachePolicyLike) -> float | None:
+    """Share of the requested bytes served from the cache (``None`` if the trace has no
+    request sizes). Exact for schedules whose capacity never grows (static LRU, two-phase);
+    right after a growth it counts a request as a hit once its distance is below the new
+    limit, before the cache has refilled, so it slightly over-counts there.
+
+    >>> t = CacheTrace.from_arrays(ts=[0.0, 0.1, 0.2, 0.3], keys=[1, 2, 1, 2], sizes=[1, 3, 1, 3])
+    >>> from regimetune.models import CachePolicy
+    >>> byte_hit_ratio(t, CachePolicy()), byte_hit_ratio(t, CachePolicy(mode="lru", limit_keys=1))
+    (0.5, 0.0)
+    """
+    if trace.sizes is None or trace.sizes.sum() <= 0:
+        return None
+    sched = as_schedule(policy, ts=trace.ts, first_ref=trace.first_ref)
+    hit = trace.dist < sched.cap_at(np.arange(trace.n_requests))
+    return float(trace.sizes[hit].sum() / trace.sizes.sum())
+
+
+__all__ = ["DEFAULT_VALUE_SIZE", "CacheResult", "CacheTrace", "byte_hit_ratio", "simulate"]

@@ -5,12 +5,18 @@ registered optimizer with evaluations in any ``concurrent.futures`` executor.
 Importing this package registers ``"Pounders"`` in ``ng.optimizers.registry``.
 """
 
-from regimetune.tuner.optim.driver import OptimizationResult, available_optimizers, minimize
+from regimetune.tuner.optim.driver import (
+    DEFAULT_BATCH_SIZE,
+    OptimizationResult,
+    available_optimizers,
+    minimize,
+)
 from regimetune.tuner.optim.ngopt import FAILED_LOSS, Pounders
 from regimetune.tuner.optim.pounders import PoundersSolver
 from regimetune.tuner.optim.space import Param, Space
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
     "FAILED_LOSS",
     "OptimizationResult",
     "Param",

@@ -1,9 +1,13 @@
 """``minimize``: run any registered optimizer over a :class:`Space`, evaluations in any executor.
 
 The objective takes a ``dict`` of parameter values and returns residuals (an array, the loss
-being their sum of squares) or, with ``residuals=False``, a float. Up to ``num_workers``
-candidates are in flight at once through a ``concurrent.futures`` executor (thread or process
-pool, or ``distributed.Client.get_executor()``); without one they run inline. An objective
+being their sum of squares) or, with ``residuals=False``, a float. The session runs in
+rounds: it asks ``batch_size`` candidates (``"Pounders"``: up to that many of the points its
+algorithm has ready, so its initial design and geometry batches run in parallel and its
+model steps one at a time), evaluates them at once in a ``concurrent.futures``
+executor (thread or process pool, or ``distributed.Client.get_executor()``; without one,
+inline) and tells the results in the order it asked. The round size is fixed whatever the
+executor's worker count, so a seed gives the same result on 0, 1 or N workers. An objective
 that raises or returns non-finite values is recorded as a failed :class:`Evaluation` and the
 session goes on.
 
@@ -30,11 +34,15 @@ from nevergrad.common import errors as ng_errors
 
 from regimetune.models.errors import ConfigError, InputError, TuningError
 from regimetune.models.tuning import Evaluation
+from regimetune.tuner.optim.executors import share
 from regimetune.tuner.optim.ngopt import FAILED_LOSS, Pounders
 from regimetune.tuner.optim.space import Param, Space
 
 Objective = Callable[[dict[str, float]], Any]
 Progress = Callable[[int, int, float], None]
+DEFAULT_BATCH_SIZE = 4
+"""Candidates asked per round: enough to keep a small pool or cluster busy, and fixed (not
+the worker count) so that results do not depend on where evaluations run."""
 _COMMON = ("Pounders", "NGOpt", "Cobyla", "CMA", "BOBYQA", "DE", "PSO", "TwoPointsDE", "RandomSearch")
 
 
@@ -68,19 +76,24 @@ def minimize(
     optimizer: str = "Pounders",
     residuals: bool = True,
     executor: cf.Executor | None = None,
-    num_workers: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    initial: Iterable[Mapping[str, float]] = (),
     warm_start: Iterable[tuple[Mapping[str, float], Any]] = (),
     seed: int | None = None,
     progress: Progress | None = None,
+    on_evaluation: Callable[[Evaluation], None] | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> OptimizationResult:
     """Minimise ``objective`` over ``space`` with at most ``budget`` new evaluations.
 
-    ``warm_start`` holds already evaluated ``(params, residuals or value)`` pairs. ``progress``
-    is called as ``progress(done, budget, best_value)`` after each evaluation. ``num_workers``
-    defaults to the executor's worker count (1 inline; pass it for a Dask executor).
-    ``options`` are extra keyword arguments of the optimizer class (for ``"Pounders"``:
-    ``rhobeg``, ``rhoend``, ``max_restarts``, ``max_points``, radii in the unit box). Raises ``ConfigError``/``InputError``
+    ``initial`` points are evaluated first, in one round, and count against the budget (hand-set
+    policies the search should start from); ``warm_start`` holds already evaluated
+    ``(params, residuals or value)`` pairs (from an earlier run), which do not. ``batch_size``
+    candidates are asked per round (1 for optimizers that cannot run in parallel). ``progress``
+    is called as ``progress(done, budget, best_value)`` after each evaluation, ``on_evaluation``
+    with each :class:`Evaluation` in order (a job checkpoints them so). ``options`` are
+    extra keyword arguments of the optimizer class (for ``"Pounders"``: ``rhobeg``, ``rhoend``,
+    ``max_restarts``, ``max_points``, radii in the unit box). Raises ``ConfigError``/``InputError``
     on bad arguments before any evaluation, ``TuningError`` when every evaluation failed or the
     executor broke.
     """
@@ -89,20 +102,23 @@ def minimize(
         raise ConfigError(f"budget must be a positive integer, got {budget!r}")
     cls = _optimizer_class(optimizer)
     warm = [_warm_point(space, params, value, residuals=residuals) for params, value in warm_start]
-    workers = _workers(executor, num_workers)
-    if getattr(cls, "no_parallelization", False):
-        workers = 1
+    first = [space.check(p) for p in initial]
+    if len(first) > budget:
+        raise ConfigError(f"{len(first)} initial points do not fit a budget of {budget}")
+    batch = 1 if getattr(cls, "no_parallelization", False) else _batch_size(batch_size)
     parametrization = space.to_parametrization()
     if seed is not None:
         parametrization.random_state = np.random.RandomState(seed)
     try:
-        opt = cls(parametrization=parametrization, budget=budget, num_workers=workers, **dict(options or {}))
+        opt = cls(parametrization=parametrization, budget=budget, num_workers=batch, **dict(options or {}))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"cannot build optimizer {optimizer!r}: {exc}") from exc
-    session = _Session(opt, space, name=optimizer, residuals=residuals)
+    session = _Session(opt, space, name=optimizer, residuals=residuals, on_evaluation=on_evaluation)
     for params, value in warm:
         session.tell_warm(params, value)
-    return session.run(objective, budget=budget, executor=executor, workers=workers, progress=progress)
+    return session.run(
+        objective, budget=budget, executor=executor, batch=batch, initial=first, progress=progress
+    )
 
 
 def _optimizer_class(name: str) -> Any:
@@ -117,14 +133,10 @@ def _optimizer_class(name: str) -> Any:
     return registry[name]
 
 
-def _workers(executor: cf.Executor | None, num_workers: int | None) -> int:
-    if num_workers is not None:
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-            raise ConfigError(f"num_workers must be a positive integer, got {num_workers!r}")
-        return num_workers
-    if executor is None:
-        return 1
-    return max(1, int(getattr(executor, "_max_workers", 1) or 1))
+def _batch_size(batch_size: int) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return batch_size
 
 
 def _warm_point(
@@ -162,8 +174,17 @@ def _call(objective: Objective, params: dict[str, float]) -> Any:
 class _Session:
     """The ask / evaluate / tell loop of one :func:`minimize` call."""
 
-    def __init__(self, opt: Any, space: Space, *, name: str, residuals: bool) -> None:
+    def __init__(
+        self,
+        opt: Any,
+        space: Space,
+        *,
+        name: str,
+        residuals: bool,
+        on_evaluation: Callable[[Evaluation], None] | None = None,
+    ) -> None:
         self.opt = opt
+        self.on_evaluation = on_evaluation
         self.name = name
         self.space = space
         self.residuals = residuals
@@ -189,37 +210,56 @@ class _Session:
         *,
         budget: int,
         executor: cf.Executor | None,
-        workers: int,
+        batch: int,
+        initial: Sequence[dict[str, float]],
         progress: Progress | None,
     ) -> OptimizationResult:
-        pending: dict[cf.Future[Any], tuple[Any, dict[str, float]]] = {}
-        submitted = 0
-        while submitted < budget or pending:
-            while submitted < budget and len(pending) < workers and not self._converged():
+        """Rounds of ask ``batch`` / evaluate together / tell in the order asked: the
+        optimizer sees the same sequence whatever the executor and its worker count."""
+        task = objective if executor is None else share(executor, objective)
+        outcomes = _evaluate(task, list(initial), executor)
+        for params, outcome in zip(initial, outcomes, strict=True):
+            self._finish_initial(params, outcome)
+            self._report(progress, budget)
+        asked = len(initial)
+        while asked < budget and not self._converged():
+            round_ = []
+            for k in range(min(batch, budget - asked)):
+                if k and not self._has_ready():
+                    break
                 with warnings.catch_warnings():
                     # nevergrad's Cobyla passes scipy a RHOEND it then corrects with a warning
                     warnings.filterwarnings("ignore", message=r".*Invalid RHO(BEG|END)", category=UserWarning)
                     candidate = self.opt.ask()
-                params = self.space.cast(candidate.value)
-                submitted += 1
-                if executor is None:
-                    self._finish(candidate, params, _inline(objective, params))
-                    self._report(progress, budget)
-                    continue
-                try:
-                    pending[executor.submit(_call, objective, params)] = (candidate, params)
-                except RuntimeError as exc:  # shut down or broken executor
-                    raise TuningError(f"the executor cannot take evaluations: {exc}") from exc
-            if not pending:
-                if self._converged() or submitted >= budget:
-                    break
-                continue
-            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
-            for future in done:
-                candidate, params = pending.pop(future)
-                self._finish(candidate, params, _outcome(future))
+                round_.append((candidate, self.space.cast(candidate.value)))
+            asked += len(round_)
+            outcomes = _evaluate(task, [p for _, p in round_], executor)
+            for (candidate, params), outcome in zip(round_, outcomes, strict=True):
+                self._finish(candidate, params, outcome)
                 self._report(progress, budget)
         return self._result()
+
+    def _finish_initial(self, params: dict[str, float], outcome: tuple[Any, str | None]) -> None:
+        """An initial point: told as a warm start when it evaluated, recorded either way."""
+        raw, error = outcome
+        value = _check_value(raw, residuals=self.residuals) if error is None else error
+        if isinstance(value, np.ndarray) and self.n_residuals not in (None, value.size):
+            value = f"objective returned {value.size} residuals, earlier {self.n_residuals}"
+        if isinstance(value, str):
+            self.evaluations.append(Evaluation(params=params, error=value))
+            return
+        self.tell_warm(params, value)
+        if isinstance(value, np.ndarray):
+            rs = tuple(float(v) for v in value)
+            self.evaluations.append(Evaluation(params=params, residuals=rs, value=float(value @ value)))
+        else:
+            self.evaluations.append(Evaluation(params=params, value=value))
+
+    def _has_ready(self) -> bool:
+        """Whether to ask another candidate in this round: Pounders only for the points its
+        algorithm has ready (so a round never depends on the worker count and never adds
+        random filler points); any other optimizer always."""
+        return not isinstance(self.opt, Pounders) or self.opt.n_ready > 0
 
     def _converged(self) -> bool:
         return isinstance(self.opt, Pounders) and self.opt.converged
@@ -264,6 +304,8 @@ class _Session:
             self.best = (loss, dict(params), rs)
 
     def _report(self, progress: Progress | None, budget: int) -> None:
+        if self.on_evaluation is not None:
+            self.on_evaluation(self.evaluations[-1])
         if progress is not None:
             progress(len(self.evaluations), budget, self.best[0] if self.best else math.inf)
 
@@ -281,6 +323,24 @@ class _Session:
             n_failed=n_failed,
             optimizer=self.name,
         )
+
+
+def _evaluate(
+    task: Any, points: list[dict[str, float]], executor: cf.Executor | None
+) -> list[tuple[Any, str | None]]:
+    """Every point's outcome, in the order given; on an executor they run at once."""
+    if executor is None:
+        return [_inline(task, p) for p in points]
+    try:
+        futures = [executor.submit(_call, task, p) for p in points]
+    except RuntimeError as exc:  # shut down or broken executor
+        raise TuningError(f"the executor cannot take evaluations: {exc}") from exc
+    try:
+        return [_outcome(f) for f in futures]
+    except TuningError:
+        for f in futures:
+            f.cancel()
+        raise
 
 
 def _inline(objective: Objective, params: dict[str, float]) -> tuple[Any, str | None]:

@@ -100,6 +100,11 @@ class Pounders(base.Optimizer):
         """True once the solver has converged with no restarts left."""
         return self.solver.done
 
+    @property
+    def n_ready(self) -> int:
+        """Candidates the solver can hand out now without random filler points."""
+        return self.solver.n_queued
+
     def tell_residuals(self, candidate: ngp.Parameter, residuals: Any) -> None:
         """Tell the residual vector of ``candidate`` (non-finite entries mark it failed)."""
         r = np.asarray(residuals, dtype=float).ravel()

@@ -121,6 +121,12 @@ class PoundersSolver:
         return self._started and self._finished
 
     @property
+    def n_queued(self) -> int:
+        """Points the algorithm has ready to hand out before it needs more results (beyond
+        them, :meth:`ask` returns random points in the trust region)."""
+        return len(self._queue) if self._started else 0
+
+    @property
     def n_evaluations(self) -> int:
         return len(self._xs) if self._started else 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,11 +43,24 @@ class RescaleTuningResult:
                 "preset_values": rep.preset_values,
                 "best_preset": rep.best_preset,
                 "improvement_over_best_preset": rep.improvement,
+                "adopted": rep.adopted,
+                "reason": rep.reason,
+                "incumbent": rep.incumbent,
+                "candidate": rep.candidate.model_dump(),
+                "candidate_value": rep.candidate_value,
+                "held_out_value": _finite(rep.held_out_value),
+                "candidate_held_out_value": _finite(rep.candidate_held_out_value),
+                "held_out_preset_values": rep.held_out_preset_values,
                 "components": rep.components,
                 "evaluations": rep.n_evaluations,
             }
             for r, rep in self.reports.items()
         }
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None where it is not a number (no held-out campaigns): the report is strict JSON."""
+    return x if math.isfinite(x) else None
 
 
 def _frame(trace: Any, trace_options: Any, window_s: float, n_buckets: int) -> tuple[WindowFrame, str | None]:
@@ -59,14 +73,19 @@ def _frame(trace: Any, trace_options: Any, window_s: float, n_buckets: int) -> t
 
 
 def _labels(frame: WindowFrame, detector: OnlineRegimeDetector | None) -> np.ndarray:
+    """The regime the detector held at each window: its online labels, so a regime's
+    weights are tuned on the windows where the service will use them (a change counts from
+    its confirmation, not its back-dated start), as cache tuning does. Windows before the
+    first regime count as regime 0; a trace too short for the detector is one regime."""
     try:
         from regimetune.regimes import OnlineRegimeDetector
 
-        labels = np.asarray((detector or OnlineRegimeDetector()).detect(frame).labels)
+        history = (detector or OnlineRegimeDetector()).detect(frame)
     except (InputError, ImportError):
-        labels = np.zeros(len(frame), np.int64)
-    labels = np.where(labels < 0, 0, labels)  # windows before the first regime: regime 0
-    return labels
+        return np.zeros(len(frame), np.int64)
+    online = history.online_labels
+    labels = np.asarray(history.labels if online is None else online, dtype=np.int64)
+    return np.where(labels < 0, 0, labels)
 
 
 def tune_rescale(
@@ -87,11 +106,17 @@ def tune_rescale(
     as_json: bool = False,
     show: bool | None = None,
     detector: OnlineRegimeDetector | None = None,
+    n_seeds: int = 8,
+    n_held_out: int = 8,
 ) -> RescaleTuningResult:
     """Tune the weights per regime of ``trace`` (a path or a :class:`WindowFrame`).
 
     ``detector`` names the regimes (default: a fresh :class:`OnlineRegimeDetector`; the
-    service passes its own, so the ids are the ones it uses).
+    service passes its own, so the ids are the ones it uses); a window belongs to the regime the
+    detector held online at that window. Each regime's weights are tuned on ``n_seeds``
+    campaigns and replace the best preset only if they beat it on ``n_held_out`` others
+    (:func:`tune_weights`); a kept-back regime gets the preset (source ``"default"``) and its
+    report's ``reason`` says why.
 
     ``out`` writes the policy file as JSON. ``show`` prints the report (JSON with
     ``as_json``); by default it prints when called from the CLI (``trace_options`` given).
@@ -124,10 +149,17 @@ def tune_rescale(
             operations=operations,
         )
         w, rep = tune_weights(
-            spec, budget=budget, optimizer=optimizer, executor=executor, seed=seed, n_seeds=1
+            spec,
+            budget=budget,
+            optimizer=optimizer,
+            executor=executor,
+            seed=seed,
+            n_seeds=n_seeds,
+            n_held_out=n_held_out,
         )
         reports[r] = rep
-        policies[r] = Policy(regime_id=r, weights=w, source="tuned", score=rep.value)
+        source = "tuned" if rep.adopted else "default"
+        policies[r] = Policy(regime_id=r, weights=w, source=source, score=rep.value)
         if float(load.sum()) > most:
             busiest, most = r, float(load.sum())
     if not policies:
@@ -149,7 +181,7 @@ def _show(result: RescaleTuningResult, as_json: bool, out: Path | None) -> None:
     from rich.table import Table
 
     t = Table(title="Pufferscale weights per regime")
-    for col in ("regime", "W_L", "W_D", "W_T", "objective", "best preset", "gain"):
+    for col in ("regime", "W_L", "W_D", "W_T", "objective", "best preset", "gain", "held-out gain"):
         t.add_column(col, justify="right")
     for r, rep in result.reports.items():
         w = rep.weights
@@ -161,8 +193,11 @@ def _show(result: RescaleTuningResult, as_json: bool, out: Path | None) -> None:
             f"{rep.value:.4g}",
             f"{rep.best_preset} {rep.preset_values[rep.best_preset]:.4g}",
             f"{100 * rep.improvement:.1f}%",
+            f"{100 * rep.held_out_improvement:.1f}%",
         )
     con = Console()
     con.print(t)
+    for r, rep in result.reports.items():
+        con.print(f"regime {r}: {rep.reason}", highlight=False)
     if out is not None:
         con.print(f"wrote the policy file to {out}", highlight=False)

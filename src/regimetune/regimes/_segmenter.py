@@ -1,0 +1,711 @@
+"""The detector's per-window loop, compiled with numba (the loop is inherently sequential).
+
+Two layers, one function per phase:
+
+**Change test: online optimal partitioning (PELT) of a piecewise-linear signal.** Each
+feature of a segment is a line plus Gaussian noise of the segment's own variance, shrunk
+towards a floor by ``dwell`` windows' worth of it: the larger of the noise learnt from
+first differences and the Poisson variance of the counts behind a log-count feature (1
+active key against 2 is noise). A segment's cost is its negative log-likelihood; a
+change costs ``penalty`` nats (BIC: ``(3 d + 1) / 2 log n`` for a new level, slope and
+variance per feature and the change's position, ``n`` the windows of a typical regime). Every
+window opens a candidate segment start; the best partition of all windows so far ends
+with the candidate whose prior cost plus segment cost is least. Candidates are kept by
+PELT's rule and a bounded beam: the committed boundary, the ``recent`` newest and the
+``best`` cheapest of the others.
+
+**Regimes: clusters of segments with stable ids.** When the best partition's last
+segment starts after the committed boundary and has held ``dwell`` windows, the segment
+is committed and judged: it *matches* a steady regime when its mean is consistent with
+the regime's level (chi-square over the features, precision of at most ``match_n``
+windows on each side, below ``match_chi2``). A match with the regime in force changes
+nothing (a burst, a blip); a match with another steady regime returns to it. An
+unmatched segment opens an *excursion*; the excursion founds a new steady regime once a
+level without slope has held ``min_regime`` windows, and becomes a *transition* regime
+(a decline: it differs from a plateau in slope, not level) once it has lasted
+``min_regime`` windows without settling. Transition regimes are never returned to. A
+change back to the regime just left passes exactly the same tests as any other.
+
+State lives in a :class:`KernelState` of numpy arrays (scalars as length-1 arrays) so the
+Python side can save it as JSON and the online (one window) and batch (a whole series)
+paths run the very same code.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+STEADY = 0
+TRANSITION = 1
+#: Columns of a segment's running sums, per feature: windows, time, time squared, value,
+#: time x value, value squared, and the counts' variance (time from the segment's start,
+#: values from its first one).
+N_SUMS = 7
+_TINY = 1e-300
+
+
+class KernelParams(NamedTuple):
+    """The detector's parameters in windows and nats (see ``DetectorParams`` for their
+    meaning in seconds and probabilities)."""
+
+    penalty: float  # nats a change costs
+    dwell: int  # windows a new segment holds before it is judged
+    min_regime: int  # windows a new level holds to found a regime; an excursion lasts to be one
+    match_n: int  # most windows of precision a regime match is judged with, on each side
+    match_chi2: float  # chi-square over all features below which a segment matches a regime
+    noise_weight: float  # smallest EWMA weight of a new squared difference
+    noise_clip: float  # differences are clipped at noise_clip standard deviations of the noise
+    noise_floor: float  # the noise is at least this share of a feature's magnitude
+    drift_weight: float  # smallest step with which a steady regime's level follows its windows
+    max_regimes: int
+    recent: int  # newest candidates always kept
+    best: int  # cheapest older candidates kept
+
+
+class KernelState(NamedTuple):
+    """Everything the loop learns. Windows are counted from the first one ever seen."""
+
+    # the clock and the regime in force
+    t: np.ndarray  # (1,) windows seen
+    current: np.ndarray  # (1,) regime in force (-1 before the first)
+    current_since: np.ndarray  # (1,) first window of the segment that founded or entered it
+    n_regimes: np.ndarray  # (1,)
+    boundary: np.ndarray  # (1,) first window of the last committed segment
+    excursion: np.ndarray  # (1,) first window of an unresolved excursion (-1: none)
+    exc_first: np.ndarray  # (d, 3) its first segment's windows, sum, sum of squares
+    # noise learnt from first differences
+    prev_y: np.ndarray  # (d,)
+    noise_var: np.ndarray  # (d,)
+    noise_n: np.ndarray  # (1,) differences learnt
+    magnitude: np.ndarray  # (d,) running mean of |y|, for the relative floor of the noise
+    # the spread of a regime's level: means of min_regime windows, block to block
+    block_sum: np.ndarray  # (d,)
+    block_cnt: np.ndarray  # (d,)
+    block_n: np.ndarray  # (1,) windows in the block
+    block_regime: np.ndarray  # (1,) the regime in force over the blocks
+    block_prev: np.ndarray  # (d,) the previous block's mean
+    n_blocks: np.ndarray  # (1,) block differences learnt
+    level_var: np.ndarray  # (d,)
+    # change test
+    n_cand: np.ndarray  # (1,)
+    cand_start: np.ndarray  # (R,) first window of each candidate segment
+    cand_prior: np.ndarray  # (R,) best cost of all windows before it
+    cand_ref: np.ndarray  # (R, d) its first value (centres the sums)
+    cand_sums: np.ndarray  # (R, d, N_SUMS)
+    best_cost: np.ndarray  # (1,) best cost of all windows so far
+    # regimes
+    reg_level: np.ndarray  # (K, d)
+    reg_n: np.ndarray  # (K,) windows learnt
+    reg_kind: np.ndarray  # (K,) STEADY or TRANSITION
+
+
+class ChangeLog(NamedTuple):
+    """What one call of :func:`run` reports: the labels of its windows (back-dated to each
+    change) and the confirmed changes, rows ``(from, to, at, confirmed)``."""
+
+    labels: np.ndarray  # (n,) for the call's windows
+    changes: np.ndarray  # (2 n + 2, 4)
+    n_rows: np.ndarray  # (1,) rows of changes used
+    t0: np.ndarray  # (1,) absolute index of the call's first window
+
+
+def new_state(d: int, p: KernelParams) -> KernelState:
+    """A detector that has seen nothing (``p`` sizes the beam and the regime table)."""
+    n_candidates = p.recent + p.best + 2
+
+    def one(v: int) -> np.ndarray:
+        return np.full(1, v, dtype=np.int64)
+
+    return KernelState(
+        t=one(0),
+        current=one(-1),
+        current_since=one(0),
+        n_regimes=one(0),
+        boundary=one(0),
+        excursion=one(0),  # the first regime is founded like any other
+        exc_first=np.zeros((d, 3)),
+        prev_y=np.full(d, np.nan),
+        noise_var=np.zeros(d),
+        noise_n=one(0),
+        magnitude=np.zeros(d),
+        block_sum=np.zeros(d),
+        block_cnt=np.zeros(d),
+        block_n=one(0),
+        block_regime=one(-1),
+        block_prev=np.full(d, np.nan),
+        n_blocks=one(0),
+        level_var=np.zeros(d),
+        n_cand=one(0),
+        cand_start=np.zeros(n_candidates, dtype=np.int64),
+        cand_prior=np.zeros(n_candidates),
+        cand_ref=np.zeros((n_candidates, d)),
+        cand_sums=np.zeros((n_candidates, d, N_SUMS)),
+        best_cost=np.zeros(1),
+        reg_level=np.zeros((p.max_regimes, d)),
+        reg_n=np.zeros(p.max_regimes),
+        reg_kind=np.zeros(p.max_regimes, dtype=np.int64),
+    )
+
+
+# -- noise -----------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _learn_noise(s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarray) -> None:
+    """Update each feature's noise from the window's first difference, and put the noise
+    variance in force (at least a relative floor) into ``noise``. The first ``dwell``
+    differences are averaged as they come; later ones are clipped at ``noise_clip``
+    standard deviations, so a dip or a step barely moves the noise."""
+    n = s.noise_n[0]
+    lam = max(1.0 / (n + 1.0), p.noise_weight)
+    for j in range(y.shape[0]):
+        if np.isnan(y[j]):  # a missing value: nothing to learn
+            noise[j] = max(s.noise_var[j], (p.noise_floor * s.magnitude[j]) ** 2 + 1e-12)
+            continue
+        s.magnitude[j] += (abs(y[j]) - s.magnitude[j]) * lam
+        floor = (p.noise_floor * s.magnitude[j]) ** 2 + 1e-12
+        if s.t[0] > 0 and not np.isnan(s.prev_y[j]):
+            half_sq = 0.5 * (y[j] - s.prev_y[j]) ** 2
+            if n >= p.dwell:
+                half_sq = min(half_sq, p.noise_clip * p.noise_clip * max(s.noise_var[j], floor))
+            s.noise_var[j] += (half_sq - s.noise_var[j]) * lam
+        noise[j] = max(s.noise_var[j], floor)
+        s.prev_y[j] = y[j]
+    if s.t[0] > 0:
+        s.noise_n[0] = n + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _floor_variance(noise: np.ndarray, sums: np.ndarray, j: int) -> float:
+    """The least variance feature ``j`` can have over a segment: the learnt noise, and the
+    mean variance its counts imply."""
+    return max(noise[j], sums[j, 6] / max(sums[j, 0], 1.0))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _variance(p: KernelParams, noise: np.ndarray, sums: np.ndarray, j: int) -> float:
+    """Feature ``j``'s variance about a segment's line: its residuals' own, shrunk towards
+    the floor by ``dwell`` windows' worth of it (a segment shows its own noise once it has
+    held ``dwell`` windows), and never below the floor (no segment is quieter than the
+    series' own noise)."""
+    return _shrunk(p, noise, sums, j, _line_rss(sums[j])[1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _shrunk(p: KernelParams, noise: np.ndarray, sums: np.ndarray, j: int, rss: float) -> float:
+    floor = _floor_variance(noise, sums, j)
+    return max((rss + p.dwell * floor) / (sums[j, 0] + p.dwell), floor)
+
+
+# -- change test -----------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _line_rss(sums: np.ndarray) -> tuple[float, float]:
+    """Residual sums of squares of one feature's segment about its mean and about its
+    least-squares line."""
+    sw, swu, swuu, swy, swuy, swyy = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
+    rss_mean = max(swyy - swy * swy / max(sw, _TINY), 0.0)
+    det = sw * swuu - swu * swu
+    if det <= 1e-9 * sw * swuu:  # one window, or all at one time: no slope to fit
+        return rss_mean, rss_mean
+    explained = (swuu * swy * swy - 2.0 * swu * swy * swuy + sw * swuy * swuy) / det
+    return rss_mean, min(max(swyy - explained, 0.0), rss_mean)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _open_candidate(s: KernelState, p: KernelParams, y: np.ndarray) -> None:
+    """A segment may start at this window: its prior is the best cost of all before it
+    (the beam leaves room for one; :func:`_prune_candidates` restores the bound)."""
+    n = s.n_cand[0]
+    s.cand_start[n] = s.t[0]
+    s.cand_prior[n] = s.best_cost[0] if s.t[0] > 0 else -p.penalty
+    s.cand_ref[n, :] = y
+    s.cand_sums[n, :, :] = 0.0
+    s.n_cand[0] = n + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _drop_candidate(s: KernelState, c: int) -> None:
+    last = s.n_cand[0] - 1
+    if c != last:
+        s.cand_start[c] = s.cand_start[last]
+        s.cand_prior[c] = s.cand_prior[last]
+        s.cand_ref[c, :] = s.cand_ref[last, :]
+        s.cand_sums[c, :, :] = s.cand_sums[last, :, :]
+    s.n_cand[0] = last
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _segment_cost(p: KernelParams, noise: np.ndarray, sums: np.ndarray, j: int) -> float:
+    """Negative log-likelihood (nats, less a constant per window) of feature ``j`` over a
+    segment: its line plus Gaussian noise of the segment's own (shrunk) variance."""
+    rss = _line_rss(sums[j])[1]
+    var = _shrunk(p, noise, sums, j, rss)
+    return 0.5 * (sums[j, 0] * np.log(var) + rss / var)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _extend_candidates(
+    s: KernelState,
+    p: KernelParams,
+    y: np.ndarray,
+    count_var: np.ndarray,
+    noise: np.ndarray,
+    totals: np.ndarray,
+) -> int:
+    """Add the window to every candidate segment and return the candidate whose partition
+    is best (``totals``: each candidate's prior plus segment cost)."""
+    best = 0
+    for c in range(s.n_cand[0]):
+        sums = s.cand_sums[c]
+        _add(sums, s.cand_ref[c], float(s.t[0] - s.cand_start[c]), y, count_var)
+        cost = 0.0
+        for j in range(y.shape[0]):
+            cost += _segment_cost(p, noise, sums, j)
+        totals[c] = s.cand_prior[c] + cost
+        if totals[c] < totals[best]:
+            best = c
+    return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prune_candidates(s: KernelState, p: KernelParams, totals: np.ndarray, best: int) -> int:
+    """PELT's rule (a start whose partition is already worse than the best one plus a
+    change can never win again) and the beam bound. Returns the best candidate's new slot."""
+    limit = totals[best] + p.penalty
+    best_start = s.cand_start[best]
+    c = 0
+    while c < s.n_cand[0]:
+        if totals[c] > limit and s.cand_start[c] != s.boundary[0]:
+            totals[c] = totals[s.n_cand[0] - 1]
+            _drop_candidate(s, c)
+        else:
+            c += 1
+    while s.n_cand[0] > p.recent + p.best + 1:
+        victim = -1
+        for c in range(s.n_cand[0]):
+            start = s.cand_start[c]
+            if start == s.boundary[0] or start > s.t[0] - p.recent or start == best_start:
+                continue
+            if victim < 0 or totals[c] > totals[victim]:
+                victim = c
+        if victim < 0:
+            break
+        totals[victim] = totals[s.n_cand[0] - 1]
+        _drop_candidate(s, victim)
+    for c in range(s.n_cand[0]):
+        if s.cand_start[c] == best_start:
+            return c
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _slot_of(s: KernelState, start: int) -> int:
+    for c in range(s.n_cand[0]):
+        if s.cand_start[c] == start:
+            return c
+    return -1
+
+
+# -- regimes ---------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mean(sums: np.ndarray, ref: np.ndarray, out: np.ndarray) -> None:
+    """A segment's weighted mean per feature (into ``out``) from its sums."""
+    for j in range(out.shape[0]):
+        out[j] = ref[j] + sums[j, 3] / sums[j, 0] if sums[j, 0] > 0.0 else np.nan
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _match(
+    s: KernelState, p: KernelParams, sums: np.ndarray, ref: np.ndarray, noise: np.ndarray, level: np.ndarray
+) -> int:
+    """The steady regime whose level is consistent with a segment's mean (chi-square at
+    most ``match_chi2``): the one in force if it is, else the least chi-square; -1 if none
+    is. The segment's mean goes into ``level``."""
+    _mean(sums, ref, level)
+    n_seg = min(sums[0, 0], p.match_n)
+    best = -1
+    best_chi2 = p.match_chi2
+    for i in range(s.n_regimes[0] + 1):
+        r = s.current[0] if i == 0 else i - 1
+        if r < 0 or (i > 0 and r == s.current[0]) or s.reg_kind[r] != STEADY:
+            continue
+        n_reg = min(max(s.reg_n[r], 1.0), p.match_n)
+        chi2 = 0.0
+        for j in range(level.shape[0]):
+            if sums[j, 0] > 0.0 and not np.isnan(s.reg_level[r, j]):
+                white = _variance(p, noise, sums, j) * (1.0 / n_seg + 1.0 / n_reg)
+                chi2 += (level[j] - s.reg_level[r, j]) ** 2 / max(white, 2.0 * s.level_var[j])
+        if chi2 <= best_chi2:
+            if i == 0:
+                return r
+            best_chi2 = chi2
+            best = r
+    return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _moves(s: KernelState, p: KernelParams, sums: np.ndarray, noise: np.ndarray) -> bool:
+    """Does a segment's line move from its start to its end farther than a regime match
+    tolerates (a hidden change, or a burst at one end, has not been cut off yet)?"""
+    chi2 = 0.0
+    for j in range(sums.shape[0]):
+        n, su, suu, sy, suy = sums[j, 0], sums[j, 1], sums[j, 2], sums[j, 3], sums[j, 4]
+        det = n * suu - su * su
+        if n < 2.0 or det <= 1e-9 * n * suu:
+            continue
+        moved = (n * suy - su * sy) / det * (n - 1.0)
+        white = _variance(p, noise, sums, j) * 4.0 / min(n, p.match_n)
+        chi2 += moved * moved / max(white, 2.0 * s.level_var[j])
+    return chi2 > p.match_chi2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _learn_level_spread(s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarray) -> None:
+    """How far the mean of ``min_regime`` windows wanders from one such block to the next
+    (half the mean squared difference of consecutive block means, clipped like the noise):
+    the spread a regime's level has at the scale regimes are judged at, which white noise
+    alone underrates when a workload wanders."""
+    m = p.min_regime
+    cur = s.current[0]
+    if cur < 0 or s.excursion[0] >= 0 or s.reg_kind[cur] != STEADY or s.block_regime[0] != cur:
+        # only blocks wholly inside one steady regime show its spread
+        s.block_prev[:] = np.nan
+        s.block_sum[:] = 0.0
+        s.block_cnt[:] = 0.0
+        s.block_n[0] = 0
+        s.block_regime[0] = cur
+        return
+    for j in range(y.shape[0]):
+        if not np.isnan(y[j]):
+            s.block_sum[j] += y[j]
+            s.block_cnt[j] += 1.0
+    s.block_n[0] += 1
+    if s.block_n[0] < m:
+        return
+    k = s.n_blocks[0]
+    lam = max(1.0 / k, p.drift_weight * m) if k > 0 else 1.0
+    for j in range(y.shape[0]):
+        if s.block_cnt[j] == 0.0:
+            continue
+        mean = s.block_sum[j] / s.block_cnt[j]
+        if not np.isnan(s.block_prev[j]):
+            half_sq = 0.5 * (mean - s.block_prev[j]) ** 2
+            if k > 1:
+                ref = max(s.level_var[j], noise[j] / m)
+                half_sq = min(half_sq, p.noise_clip * p.noise_clip * ref)
+            s.level_var[j] += (half_sq - s.level_var[j]) * min(lam, 1.0)
+        s.block_prev[j] = mean
+    if not np.isnan(s.block_prev[0]):
+        s.n_blocks[0] = k + 1
+    s.block_sum[:] = 0.0
+    s.block_cnt[:] = 0.0
+    s.block_n[0] = 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nearest(s: KernelState, level: np.ndarray, noise: np.ndarray) -> int:
+    """The steady regime nearest to ``level`` in noise units (-1: none)."""
+    best = -1
+    best_d = np.inf
+    for r in range(s.n_regimes[0]):
+        if s.reg_kind[r] != STEADY:
+            continue
+        dist = 0.0
+        for j in range(level.shape[0]):
+            if not (np.isnan(level[j]) or np.isnan(s.reg_level[r, j])):
+                dist += (level[j] - s.reg_level[r, j]) ** 2 / noise[j]
+        if dist < best_d:
+            best_d = dist
+            best = r
+    return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _found(s: KernelState, p: KernelParams, kind: int, level: np.ndarray, n: float, noise: np.ndarray) -> int:
+    """A new regime at ``level``; when ``max_regimes`` are known, the nearest steady one
+    stands in for it (for a transition: none)."""
+    k = s.n_regimes[0]
+    if k < p.max_regimes:
+        s.reg_level[k, :] = level
+        s.reg_n[k] = n
+        s.reg_kind[k] = kind
+        s.n_regimes[0] = k + 1
+        return k
+    return -1 if kind == TRANSITION else _nearest(s, level, noise)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _switch(s: KernelState, log: ChangeLog, to: int, at: int) -> None:
+    """Make ``to`` the regime in force from window ``at`` on: record the change, relabel the
+    windows of this call from ``at`` (labels are back-dated to the change)."""
+    if to < 0 or to == s.current[0]:
+        return
+    k = log.n_rows[0]
+    log.changes[k, 0] = s.current[0]
+    log.changes[k, 1] = to
+    log.changes[k, 2] = at
+    log.changes[k, 3] = s.t[0]
+    log.n_rows[0] = k + 1
+    t0 = log.t0[0]
+    for i in range(max(at - t0, 0), s.t[0] - t0 + 1):
+        log.labels[i] = to
+    s.current[0] = to
+    s.current_since[0] = at
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _commit(s: KernelState, start: int) -> None:
+    """The segment from ``start`` is confirmed: earlier starts can no longer be the last
+    change (the costs are re-based so they stay small over long runs)."""
+    s.boundary[0] = start
+    c = 0
+    while c < s.n_cand[0]:
+        if s.cand_start[c] < start:
+            _drop_candidate(s, c)
+        else:
+            c += 1
+    base = s.best_cost[0]
+    for c in range(s.n_cand[0]):
+        s.cand_prior[c] -= base
+    s.best_cost[0] = 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _judge_new_segment(
+    s: KernelState,
+    p: KernelParams,
+    c: int,
+    noise: np.ndarray,
+    level: np.ndarray,
+) -> None:
+    """A segment confirmed by the change test: back at the level in force (what came between
+    was a burst), or an excursion opens (or goes on). Only a level that holds decides a
+    regime (:func:`_settle`), whether it is a known one or new."""
+    start = s.cand_start[c]
+    if s.excursion[0] >= 0 and s.boundary[0] == s.excursion[0]:
+        # the excursion's first segment ends here: keep its level for _settle
+        first = _slot_of(s, s.boundary[0])
+        _absolute(s.cand_sums[first], s.cand_ref[first], s.exc_first, 1.0)
+        _absolute(s.cand_sums[c], s.cand_ref[c], s.exc_first, -1.0)
+    _commit(s, start)
+    c = _slot_of(s, start)
+    cur = s.current[0]
+    if (
+        cur >= 0
+        and s.reg_kind[cur] == STEADY
+        and _match(s, p, s.cand_sums[c], s.cand_ref[c], noise, level) == cur
+    ):
+        s.excursion[0] = -1  # back at the level in force: what came between was a burst
+    elif s.excursion[0] < 0 and cur >= 0 and s.reg_kind[cur] == STEADY:
+        s.excursion[0] = start
+        s.exc_first[:, :] = 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _absolute(sums: np.ndarray, ref: np.ndarray, out: np.ndarray, sign: float) -> None:
+    """Add ``sign`` x a segment's windows, sum and sum of squares per feature (uncentred)
+    to ``out``, so the stats of a segment's leading part are those of the whole less its
+    tail."""
+    for j in range(out.shape[0]):
+        n, sy, syy = sums[j, 0], sums[j, 3], sums[j, 5]
+        out[j, 0] += sign * n
+        out[j, 1] += sign * (sy + n * ref[j])
+        out[j, 2] += sign * (syy + 2.0 * ref[j] * sy + n * ref[j] * ref[j])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_level(s: KernelState, p: KernelParams, stats: np.ndarray, c: int, noise: np.ndarray) -> bool:
+    """Is candidate segment ``c``'s mean consistent with the level of ``stats`` (windows,
+    sum, sum of squares per feature), as a regime match judges it?"""
+    chi2 = 0.0
+    sums = s.cand_sums[c]
+    for j in range(stats.shape[0]):
+        n_a, n_b = stats[j, 0], sums[j, 0]
+        if n_a < 1.0 or n_b < 1.0:
+            continue
+        mean_a = stats[j, 1] / n_a
+        mean_b = s.cand_ref[c, j] + sums[j, 3] / n_b
+        white = _variance(p, noise, sums, j) * (1.0 / min(n_a, p.match_n) + 1.0 / min(n_b, p.match_n))
+        chi2 += (mean_a - mean_b) ** 2 / max(white, 2.0 * s.level_var[j])
+    return chi2 <= p.match_chi2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add(sums: np.ndarray, ref: np.ndarray, u: float, y: np.ndarray, count_var: np.ndarray) -> None:
+    """Add a window at time ``u`` (from the segment's start) to a segment's sums."""
+    for j in range(y.shape[0]):
+        if np.isnan(y[j]):  # a missing value adds nothing
+            continue
+        if sums[j, 0] == 0.0:
+            ref[j] = y[j]  # the feature's first value in this segment centres its sums
+        yc = y[j] - ref[j]
+        sm = sums[j]
+        sm[0] += 1.0
+        sm[1] += u
+        sm[2] += u * u
+        sm[3] += yc
+        sm[4] += u * yc
+        sm[5] += yc * yc
+        sm[6] += count_var[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _held_since(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray) -> int:
+    """The first window of a level that holds now, or -1. A level holds when the best
+    partition still ends with the committed segment, it has lasted ``min_regime`` windows
+    and its line does not move (no change hides inside it); or when, after a burst, the
+    latest segment is back at the level the excursion began with."""
+    t, at, exc = s.t[0], s.boundary[0], s.excursion[0]
+    if s.cand_start[latest] != at or _moves(s, p, s.cand_sums[latest], noise):
+        return -1
+    if t - at + 1 >= p.min_regime:
+        return at
+    if (
+        exc >= 0
+        and at > exc
+        and t - exc + 1 >= p.min_regime
+        and _same_level(s, p, s.exc_first, latest, noise)
+    ):
+        return exc
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _on_level(
+    s: KernelState,
+    p: KernelParams,
+    latest: int,
+    at: int,
+    noise: np.ndarray,
+    level: np.ndarray,
+    log: ChangeLog,
+) -> None:
+    """A level holds from window ``at`` after an excursion or during a transition: it is a
+    known regime or a new one; what led to it is a ramp (shorter than ``min_regime``, it
+    joins the level) or a transition of its own."""
+    exc = s.excursion[0]
+    cur = s.current[0]
+    n = float(s.t[0] - at + 1)
+    r = _match(s, p, s.cand_sums[latest], s.cand_ref[latest], noise, level)
+    if exc >= 0 and at - exc >= p.min_regime:
+        _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
+    elif exc >= 0:
+        at = exc  # a short ramp belongs to the level it led to
+    if (
+        r < 0
+        and cur >= 0
+        and s.current[0] == cur
+        and s.reg_kind[cur] == TRANSITION
+        and s.current_since[0] >= at
+    ):
+        s.reg_kind[cur] = STEADY  # the "transition" was this level from its start
+        s.reg_level[cur, :] = level
+        s.reg_n[cur] = n
+    else:
+        r = r if r >= 0 else _found(s, p, STEADY, level, n, noise)
+        _switch(s, log, r, at)
+    s.excursion[0] = -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _settle(
+    s: KernelState,
+    p: KernelParams,
+    latest: int,
+    noise: np.ndarray,
+    level: np.ndarray,
+    log: ChangeLog,
+) -> None:
+    """Every window: a level that has held ``min_regime`` windows after an excursion (or
+    during a transition) is a regime, known or new, and what led to it a ramp (shorter
+    than ``min_regime``) or a transition; an excursion that has lasted ``min_regime``
+    windows without a level holding is a transition. Else the regime in force learns the
+    window."""
+    exc = s.excursion[0]
+    cur = s.current[0]
+    since = _held_since(s, p, latest, noise)
+    if since >= 0 and (exc >= 0 or s.reg_kind[cur] == TRANSITION):
+        _on_level(s, p, latest, since, noise, level, log)
+    elif exc >= 0 and s.boundary[0] - exc >= p.min_regime:
+        # no level has held for min_regime windows, and the latest have not come back
+        r = _match(s, p, s.cand_sums[latest], s.cand_ref[latest], noise, level)  # level: the latest's
+        if cur < 0 or r != cur:
+            _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
+            s.excursion[0] = -1
+    if s.excursion[0] < 0 and s.current[0] >= 0:
+        _learn_level(s, p, noise)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _learn_level(s: KernelState, p: KernelParams, noise: np.ndarray) -> None:
+    """The regime in force learns the window: a running mean of its windows, winsorised (a
+    dip or a spike barely moves it), that follows slow drift (step floored at
+    ``drift_weight``) when the regime is steady."""
+    cur = s.current[0]
+    step = max(1.0 / (s.reg_n[cur] + 1.0), p.drift_weight if s.reg_kind[cur] == STEADY else 0.0)
+    for j in range(s.prev_y.shape[0]):
+        if np.isnan(s.reg_level[cur, j]):
+            s.reg_level[cur, j] = s.prev_y[j]
+        elif not np.isnan(s.prev_y[j]):
+            bound = p.noise_clip * np.sqrt(noise[j])
+            dev = min(max(s.prev_y[j] - s.reg_level[cur, j], -bound), bound)
+            s.reg_level[cur, j] += dev * step
+    s.reg_n[cur] += 1.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step(
+    s: KernelState,
+    p: KernelParams,
+    y: np.ndarray,
+    count_var: np.ndarray,
+    totals: np.ndarray,
+    noise: np.ndarray,
+    level: np.ndarray,
+    log: ChangeLog,
+) -> None:
+    """One window: noise, change test, regimes."""
+    _learn_noise(s, p, y, noise)
+    _open_candidate(s, p, y)
+    best = _extend_candidates(s, p, y, count_var, noise, totals)
+    best = _prune_candidates(s, p, totals, best)
+    s.best_cost[0] = totals[best] + p.penalty
+    t = s.t[0]
+    start = s.cand_start[best]
+    if start > s.boundary[0] and t - start + 1 >= p.dwell:
+        _judge_new_segment(s, p, best, noise, level)
+    _settle(s, p, _slot_of(s, start), noise, level, log)
+    _learn_level_spread(s, p, y, noise)
+
+
+@njit(cache=True, nogil=True)
+def run(
+    s: KernelState, p: KernelParams, x: np.ndarray, count_var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Feed the rows of ``x`` (windows x features) with their counts' variances. Returns
+    back-dated labels, online labels (the regime in force at each window) and the
+    confirmed changes as rows ``(from, to, at, confirmed)`` in absolute window counts."""
+    n = x.shape[0]
+    log = ChangeLog(
+        labels=np.full(n, -1, dtype=np.int64),
+        changes=np.zeros((2 * n + 2, 4), dtype=np.int64),
+        n_rows=np.zeros(1, dtype=np.int64),
+        t0=np.full(1, s.t[0], dtype=np.int64),
+    )
+    online = np.full(n, -1, dtype=np.int64)
+    totals = np.empty(s.cand_start.shape[0])
+    noise = np.empty(x.shape[1])
+    level = np.empty(x.shape[1])
+    for i in range(n):
+        _step(s, p, x[i], count_var[i], totals, noise, level, log)
+        online[i] = s.current[0]
+        log.labels[i] = s.current[0]
+        s.t[0] += 1
+    return log.labels, online, log.changes[: log.n_rows[0]]

@@ -1,0 +1,169 @@
+"""Every parameter of the online regime detector, in one place, in seconds and probabilities.
+
+Durations are in seconds of the workload, never in windows, so 10 s and 60 s windows give
+the same regimes: :meth:`DetectorParams.kernel` turns them into windows (at least the few a
+statistic needs) for a given window length.
+
+>>> p = DetectorParams()
+>>> k10, k60 = p.kernel(window_s=10.0, n_features=6), p.kernel(window_s=60.0, n_features=6)
+>>> k10.min_regime, k60.min_regime
+(30, 5)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from scipy.stats import chi2
+
+from regimetune.models import InputError
+from regimetune.regimes._segmenter import KernelParams
+from regimetune.regimes.features import DEFAULT_FEATURES, FEATURES
+
+#: Windows below which no duration is taken, whatever the window length: a segment needs
+#: two windows to show a level and its noise.
+MIN_WINDOWS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorParams:
+    """Parameters of :class:`~regimetune.regimes.OnlineRegimeDetector`.
+
+    The change test is a penalised likelihood (online PELT over lines with Gaussian noise);
+    regimes are clusters of the segments it finds. Each parameter means something a person
+    can check on a trace:
+
+    ``regime_s``
+        A typical regime's duration (s). A change costs the BIC of one more segment, ``(3 d
+        + 1) / 2 log(regime_s / window)`` nats for ``d`` features (a level, a slope and a
+        variance each): longer typical regimes ask for more evidence.
+    ``dwell_s``
+        How long a new segment holds before it is judged (s): the shortest change seen.
+    ``min_regime_s``
+        How long a new level must hold, without slope, to found a regime (s); an excursion
+        from a regime that lasts this long without settling is a *transition* (a decline).
+        Shorter excursions that come back are bursts, not regimes. It also bounds the
+        precision a regime match is judged with.
+    ``match_p``
+        A segment returns to a known regime only when its mean is consistent with the
+        regime's level at this significance (chi-square over the features); else it is new.
+    ``noise_half_life_s``
+        Memory of the noise learnt from first differences (s).
+    ``noise_clip``
+        A first difference beyond this many standard deviations of the noise counts as
+        this many (a dip or a step is not noise).
+    ``noise_floor``
+        The noise of a feature is at least this share of its magnitude (a series that
+        repeats exact values is not infinitely precise).
+    ``drift_half_life_s``
+        Memory of a steady regime's level, so it follows slow drift (s).
+    ``growth_lag_s``
+        How far back the keyspace growth rate looks (s).
+    ``max_regimes``
+        Most regimes kept; past it a new level joins the nearest steady regime.
+    ``window_s``
+        Nominal window length (s); ``None`` takes it from the windows (the median length of
+        a replayed frame, the first window's length online).
+    ``features``
+        Window features (names of :data:`~regimetune.regimes.features.FEATURES`) of trace
+        windows; series and ``learn_one`` use their own columns.
+    ``candidates``
+        Segment starts kept by the change test beyond the committed one, half the newest,
+        half the cheapest (a bound on time and memory per window, not a statistical knob).
+    """
+
+    regime_s: float = 1800.0
+    dwell_s: float = 30.0
+    min_regime_s: float = 300.0
+    match_p: float = 0.01
+    noise_half_life_s: float = 600.0
+    noise_clip: float = 3.0
+    noise_floor: float = 1e-3
+    drift_half_life_s: float = 1800.0
+    growth_lag_s: float = 30.0
+    max_regimes: int = 16
+    window_s: float | None = None
+    features: tuple[str, ...] = DEFAULT_FEATURES
+    candidates: int = 32
+
+    def __post_init__(self) -> None:
+        for name in (
+            "regime_s",
+            "dwell_s",
+            "min_regime_s",
+            "noise_half_life_s",
+            "noise_clip",
+            "noise_floor",
+            "drift_half_life_s",
+        ):
+            _positive(name, getattr(self, name))
+        _positive("growth_lag_s", self.growth_lag_s)
+        if self.window_s is not None:
+            _positive("window_s", self.window_s)
+        if not (isinstance(self.match_p, int | float) and 0.0 < self.match_p < 1.0):
+            raise InputError(f"match_p must be a probability in (0, 1), got {self.match_p!r}")
+        for name, lo in (("max_regimes", 1), ("candidates", 2)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
+        if self.min_regime_s < self.dwell_s:
+            raise InputError("min_regime_s must be at least dwell_s")
+        names = tuple(self.features)
+        unknown = [n for n in names if n not in FEATURES]
+        if not names or unknown or len(set(names)) != len(names):
+            raise InputError(f"features must be distinct names of {list(FEATURES)}, got {list(names)}")
+        object.__setattr__(self, "features", names)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["features"] = list(self.features)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DetectorParams:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise InputError(f"unknown detector parameters {unknown}; known: {sorted(known)}")
+        d = dict(d)
+        if "features" in d:
+            d["features"] = tuple(d["features"])
+        return cls(**d)
+
+    def windows(self, seconds: float, window_s: float) -> int:
+        """A duration in windows of ``window_s`` (at least :data:`MIN_WINDOWS`)."""
+        return max(MIN_WINDOWS, round(seconds / window_s))
+
+    def growth_lag(self, window_s: float) -> int:
+        return max(1, round(self.growth_lag_s / window_s))
+
+    def kernel(self, *, window_s: float, n_features: int) -> KernelParams:
+        """The parameters in windows and nats for windows of ``window_s`` seconds."""
+        _positive("window_s", window_s)
+        d = n_features
+        regime_n = max(self.regime_s / window_s, math.e)
+        min_regime = self.windows(self.min_regime_s, window_s)
+        return KernelParams(
+            penalty=(3 * d + 1) / 2.0 * math.log(regime_n),
+            dwell=self.windows(self.dwell_s, window_s),
+            min_regime=min_regime,
+            match_n=min_regime,
+            match_chi2=float(chi2.isf(self.match_p, d)),
+            noise_weight=1.0 - 0.5 ** (window_s / self.noise_half_life_s),
+            noise_clip=self.noise_clip,
+            noise_floor=self.noise_floor,
+            drift_weight=1.0 - 0.5 ** (window_s / self.drift_half_life_s),
+            max_regimes=self.max_regimes,
+            recent=self.candidates // 2,
+            best=self.candidates - self.candidates // 2,
+        )
+
+
+def _positive(name: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise InputError(f"{name} must be a positive number, got {v!r}")
+
+
+__all__ = ["MIN_WINDOWS", "DetectorParams"]

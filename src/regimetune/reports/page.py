@@ -1,0 +1,105 @@
+"""HTML for the reports: tables and figures in one page with its style inline, no script and
+no external URL, so the file opens offline and can be mailed as is."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from regimetune.models import RegimeSegment
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
+p.meta { color: #555; }
+table { border-collapse: collapse; margin: 0.6em 0; }
+th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: right; font-size: 0.92em; }
+th { background: #f4f4f4; }
+td:first-child { text-align: left; white-space: nowrap; }
+caption { caption-side: bottom; text-align: left; color: #666; font-size: 0.9em; }
+td.swatch span { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; }
+figure { margin: 0.6em 0; } figure img { max-width: 100%; }
+p.notice { color: #8a5a00; background: #fff6e0; padding: 0.5em 0.8em; }
+"""
+
+
+@dataclass(frozen=True)
+class HtmlTable:
+    """A table of text cells; ``swatches`` (one colour per row, or empty) adds a first column
+    with a square of that colour, to tie a row to its colour in a chart."""
+
+    caption: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    swatches: tuple[str, ...] = field(default=())
+
+    def html(self) -> str:
+        """The table as an HTML fragment (cells escaped)."""
+        head = ("<th></th>" if self.swatches else "") + "".join(f"<th>{escape(h)}</th>" for h in self.headers)
+        body = []
+        for i, row in enumerate(self.rows):
+            swatch = (
+                f'<td class="swatch"><span style="background:{escape(self.swatches[i])}"></span></td>'
+                if self.swatches
+                else ""
+            )
+            body.append("<tr>" + swatch + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
+        return (
+            f"<table><caption>{escape(self.caption)}</caption><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>"
+        )
+
+
+def figure_html(data_uri: str, alt: str, *, name: str = "") -> str:
+    """An embedded image (``data:`` URI) with its alternative text; ``name`` gives the figure
+    the id ``chart-<name>``, so a reader's link or a test can find the chart."""
+    ident = f' id="chart-{escape(name)}"' if name else ""
+    return f'<figure{ident}><img src="{escape(data_uri)}" alt="{escape(alt)}"></figure>'
+
+
+def since_start(seconds: float) -> str:
+    """Seconds since the trace's start as ``+h:mm:ss`` (``+1d 02:03:04`` beyond a day).
+
+    >>> since_start(3723.4), since_start(0.0), since_start(93784)
+    ('+1:02:03', '+0:00:00', '+1d 02:03:04')
+    """
+    total = round(seconds)
+    days, rest = divmod(total, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f"+{days}d {h:02d}:{m:02d}:{s:02d}" if days else f"+{h}:{m:02d}:{s:02d}"
+
+
+def segment_cells(segment: RegimeSegment, origin: float) -> tuple[str, ...]:
+    """A segment's row as the terminal table and the HTML report both print it: regime,
+    windows, start and end since the trace's start, mean reads/s, writes/s, active keys,
+    and the keys seen when it began."""
+    s = segment.summary
+    return (
+        str(segment.regime_id),
+        f"{segment.start_window}-{segment.end_window}",
+        since_start(segment.start - origin),
+        since_start(segment.end - origin),
+        f"{s['mean_reads_per_s']:,.1f}",
+        f"{s['mean_writes_per_s']:,.1f}",
+        f"{s['mean_active_keys']:,.1f}",
+        f"{s['keyspace_at_start']:,.0f}",
+    )
+
+
+def render_page(title: str, meta: str, sections: Sequence[tuple[str, str]]) -> str:
+    """A whole HTML document: a title, a line of context, then (heading, HTML fragment) sections."""
+    parts = [f"<h2>{escape(h)}</h2>\n{fragment}" for h, fragment in sections]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head>\n<body>"
+        f'<h1>{escape(title)}</h1><p class="meta">{escape(meta)}</p>\n'
+        + "\n".join(parts)
+        + "\n</body></html>\n"
+    )
+
+
+__all__ = ["HtmlTable", "figure_html", "render_page", "segment_cells", "since_start"]

@@ -1,0 +1,417 @@
+"""The dashboard, loaded in headless Chromium (Debian's package; skipped where absent) from a
+real service on 127.0.0.1 that has ingested a four-regime run and finished a cache and a
+rescale tuning job (with a third still running): each chart is checked by the data it plots
+(the SVG elements drawn for the windows and weights the API returns, on a time axis relative
+to the first window; a zoomed view draws only its windows) and each table by its rows."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from regimetune.api import create_app
+from regimetune.api.replay import WindowCounts
+from regimetune.cli.demo import free_port
+from regimetune.push import RecordingBackend
+
+from .conftest import AUTH, READ_TOKEN, settings_for
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
+)
+RUNNING_DONE, RUNNING_BUDGET = 3, 10
+EPOCH = 1_700_000_000.0  # the run's clock starts here: the page shows times after its first window
+
+
+def weights_of(regime: int) -> dict[str, float]:
+    """Valid weights (max(W_L, W_D) = 1), none of W_D, W_T at the LDT preset's 1."""
+    return {"w_load": 1.0, "w_data": 0.4 + 0.15 * regime, "w_time": 0.3 + 0.5 * regime}
+
+
+def limit_of(regime: int) -> int:
+    return 1000 * (regime + 1)
+
+
+class StubRunner:
+    """Stands for the tuner (its results are known, so the page can be checked against them):
+    a cache job sets ``limit_of`` per regime, a rescale job ``weights_of``; a trace named
+    ``slow.csv`` checkpoints a few evaluations and runs until released."""
+
+    def __init__(self) -> None:
+        self.regimes: list[int] = []
+        self.release = threading.Event()
+
+    def __call__(self, trace: str, objective: str, budget: int, optimizer: str, **kw: Any) -> dict[str, Any]:
+        if Path(trace).name == "slow.csv":
+            Path(kw["checkpoint"]).write_text('{"params": {"x": 1.0}, "value": 1.0}\n' * RUNNING_DONE)
+            self.release.wait(60)
+        if objective == "cache":
+            regimes = {r: {"cache": {"mode": "lru", "limit_keys": limit_of(r)}} for r in self.regimes}
+            report: dict[str, Any] = {"n_evaluations": budget, "best_value": 0.25}
+        else:
+            regimes = {r: {"weights": weights_of(r)} for r in self.regimes}
+            report = {str(r): {"evaluations": budget + 4} for r in self.regimes}
+        return {"policy_file": {"regimes": regimes}, "report": report}
+
+
+@dataclass
+class Served:
+    url: str
+    windows: list[dict[str, Any]]
+    regimes: list[int]
+    jobs: dict[str, dict[str, Any]]
+    status: dict[str, Any]
+    backend: RecordingBackend
+    doms: dict[str, str] = field(default_factory=dict)
+
+    def dom(self, query: str = "") -> str:
+        """The page's DOM once its first refresh is drawn (cached per query)."""
+        if query not in self.doms:
+            self.doms[query] = render(f"{self.url}/dashboard?token={READ_TOKEN}{query}")
+        return self.doms[query]
+
+
+def render(url: str) -> str:
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1200",
+         "--virtual-time-budget=8000", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+         "--dump-dom", url],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+
+
+def wait_job(http: httpx.Client, job_id: str) -> dict[str, Any]:
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        job = http.get(f"/v1/tuning-jobs/{job_id}").json()
+        if job["status"] not in ("pending", "running"):
+            return dict(job)
+        time.sleep(0.05)
+    raise AssertionError(f"tuning job {job_id} did not finish")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, workload: list[WindowCounts]) -> Iterator[Served]:
+    import uvicorn
+
+    tmp = tmp_path_factory.mktemp("dashboard")
+    for name in ("run.csv", "slow.csv"):
+        (tmp / name).write_text("ts,op,size,key\n")
+    runner = StubRunner()
+    settings = settings_for(tmp, tuning={"executor": "thread", "max_workers": 3, "trace_dirs": [str(tmp)]})
+    backend = RecordingBackend()
+    app = create_app(settings, backend=backend, jobs_runner=runner)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    end = time.monotonic() + 30
+    while not server.started and time.monotonic() < end:
+        time.sleep(0.05)
+    assert server.started
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, headers=AUTH, timeout=30) as http:
+            for wc in workload:
+                counts = {"keys": wc.keys.tolist(), "reads": wc.reads.tolist(), "writes": wc.writes.tolist()}
+                r = http.post("/v1/ingest", json={"window_start": EPOCH + wc.start, "counts": counts})
+                assert r.status_code == 200, r.text
+            windows = http.get("/v1/windows", params={"limit": 5000}).json()
+            runner.regimes = sorted({w["regime_id"] for w in windows if w["regime_id"] is not None})
+            jobs = {}
+            for objective in ("cache", "rescale"):  # one after the other: each keeps the other half
+                body = {"trace": str(tmp / "run.csv"), "objective": objective, "budget": 6, "apply": True}
+                jobs[objective] = wait_job(http, http.post("/v1/tuning-jobs", json=body).json()["id"])
+                assert jobs[objective]["status"] == "succeeded", jobs[objective]["error"]
+            body = {"trace": str(tmp / "slow.csv"), "budget": RUNNING_BUDGET}
+            jobs["running"] = http.post("/v1/tuning-jobs", json=body).json()
+            end = time.monotonic() + 10
+            while http.get("/v1/policy/status").json()["pending"] and time.monotonic() < end:
+                time.sleep(0.05)
+            status = http.get("/v1/policy/status").json()
+        yield Served(url, windows, runner.regimes, jobs, status, backend)
+    finally:
+        runner.release.set()
+        server.should_exit = True
+        thread.join(10)
+
+
+class Page(HTMLParser):
+    """The elements of a DOM dump: every start tag with its attributes, and the rows (cell
+    texts) of every table by its id."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str]]] = []
+        self.tables: dict[str, list[list[str]]] = {}
+        self.texts: dict[str, list[str]] = {}  # class -> texts of <text> elements with that class
+        self._table: str | None = None
+        self._in_body = False
+        self._cell: list[str] | None = None
+        self._text_class: str | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        self.elements.append((tag, a))
+        if tag == "table":
+            self._table = a.get("id")
+        elif tag == "tbody" and self._table is not None:
+            self._in_body = True
+        elif tag == "tr" and self._in_body and self._table is not None:
+            self.tables.setdefault(self._table, []).append([])
+        elif tag in ("td", "th") and self._in_body:
+            self._cell = []
+        elif tag == "text":
+            self._text_class = a.get("class")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._table, self._in_body = None, False
+        elif tag in ("td", "th") and self._cell is not None and self._table is not None:
+            self.tables[self._table][-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "text":
+            self._text_class = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._text_class:
+            self.texts.setdefault(self._text_class, []).append(data)
+
+    def all(self, tag: str, cls: str) -> list[dict[str, str]]:
+        return [a for t, a in self.elements if t == tag and cls in a.get("class", "").split()]
+
+
+TIME = re.compile(r"^\+\d+:\d\d:\d\d$")
+
+
+def test_the_timeline_draws_every_window_by_regime_on_a_time_axis_from_the_first_window(
+    served: Served,
+) -> None:
+    page = Page(served.dom())
+    bars = page.all("rect", "window-bar")
+    assert [int(b["data-window"]) for b in bars] == [w["index"] for w in served.windows]
+    for bar, w in zip(bars, served.windows, strict=True):
+        assert bar["data-regime"] == ("" if w["regime_id"] is None else str(w["regime_id"]))
+        assert float(bar["data-rate"]) == pytest.approx(w["requests"] / w["length"], abs=1e-3)
+        assert float(bar["height"]) > 0 or w["requests"] == 0
+    busiest = max(range(len(bars)), key=lambda i: float(bars[i]["data-rate"]))
+    assert float(bars[busiest]["height"]) == max(float(b["height"]) for b in bars)
+    top = max(float(t) for t in page.texts["y-tick"])  # the axis reaches over the busiest window
+    assert float(bars[busiest]["data-rate"]) <= top < 2.5 * float(bars[busiest]["data-rate"])
+    assert {b["data-regime"] for b in bars} >= {str(r) for r in served.regimes} and len(served.regimes) >= 3
+    ticks = page.texts["x-tick"]
+    assert ticks[0] == "+0:00:00" and all(TIME.match(t) for t in ticks), ticks
+    span = served.windows[-1]["start"] + served.windows[-1]["length"] - served.windows[0]["start"]
+    last = max(float(a["data-t"]) for a in page.all("text", "x-tick"))
+    assert span / 2 < last <= span and len(ticks) >= 4
+    xs = [float(b["x"]) for b in bars]
+    assert xs == sorted(xs)  # later windows to the right
+    assert page.all("line", "marker"), "no regime change marked on the timeline"
+
+
+def test_a_zoomed_timeline_draws_only_the_windows_in_view(served: Served) -> None:
+    t0 = served.windows[0]["start"]
+    page = Page(served.dom("&from=1800&to=3600"))
+    got = [int(b["data-window"]) for b in page.all("rect", "window-bar")]
+    want = [
+        w["index"] for w in served.windows if w["start"] - t0 + w["length"] > 1800 and w["start"] - t0 < 3600
+    ]
+    assert got == want and 0 < len(got) < len(served.windows) / 2
+    ticks = [float(a["data-t"]) for a in page.all("text", "x-tick")]
+    assert ticks and all(1800 <= t <= 3600 for t in ticks)
+    assert "+0:30:00" in page.texts["x-tick"]
+
+
+def test_per_regime_policies_show_both_tuned_halves_in_the_chart_and_the_table(served: Served) -> None:
+    page = Page(served.dom())
+    bars = page.all("rect", "weight-bar")
+    drawn = {(int(b["data-regime"]), b["data-weight"]): float(b["data-value"]) for b in bars}
+    want = {(r, k): v for r in served.regimes for k, v in weights_of(r).items()}
+    assert len(bars) == 3 * len(served.regimes) and drawn == pytest.approx(want)
+    assert all(float(b["height"]) > 0 for b in bars)
+    rows = page.tables["policies"]
+    assert [int(r[0]) for r in rows] == served.regimes
+    for row, r in zip(rows, served.regimes, strict=True):
+        w = weights_of(r)
+        assert row[1:5] == ["tuned", "lru", f"{limit_of(r):,}", "-"]
+        assert [float(x) for x in row[5:8]] == pytest.approx(
+            [w["w_load"], w["w_data"], w["w_time"]], rel=1e-2
+        )
+
+
+def test_tuning_jobs_are_listed_with_their_progress(served: Served) -> None:
+    page = Page(served.dom())
+    rows = {r[0]: r for r in page.tables["jobs"]}
+    cache, rescale, running = (served.jobs[k] for k in ("cache", "rescale", "running"))
+    assert set(rows) == {j["id"][:8] for j in (cache, rescale, running)}
+    assert rows[cache["id"][:8]][1:3] == ["cache", "succeeded"]
+    assert rows[cache["id"][:8]][3] == "6 / 6"
+    assert rows[rescale["id"][:8]][1:3] == ["rescale", "succeeded"]
+    assert rows[rescale["id"][:8]][3] == f"{10 * len(served.regimes)} evaluations (budget 6 per regime)"
+    assert rows[running["id"][:8]][1:4] == ["cache", "running", f"{RUNNING_DONE} / {RUNNING_BUDGET}"]
+    bars = [float(a["data-progress"]) for a in page.all("span", "bar")]
+    assert sorted(bars) == pytest.approx([RUNNING_DONE / RUNNING_BUDGET, 1.0, 1.0])
+    widths = re.findall(r'data-progress="0\.3"><div style="width:\s*([\d.]+)%', served.dom())
+    assert widths == ["30.0"]
+
+
+def test_desired_and_delivered_policies_side_by_side(served: Served) -> None:
+    page = Page(served.dom())
+    desired = served.status["desired"]
+    assert served.status["delivered_version"] == desired["version"]  # the recording backend took it
+    rows = {r[0]: r[1:] for r in page.tables["desired-delivered"]}
+    v = f"v{desired['version']}"
+    assert rows["version"] == [v, v]
+    w = desired["policy"]["weights"]
+    assert float(rows["W_D"][0]) == pytest.approx(w["w_data"], rel=1e-2) != 1.0
+    assert float(rows["W_T"][0]) == pytest.approx(w["w_time"], rel=1e-2)
+    assert rows["W_D"][0] == rows["W_D"][1] and rows["cache"][0] == rows["cache"][1]
+    assert rows["cache"][0].startswith("lru n=")
+    assert not page.all("td", "diff")  # nothing differs
+    assert "the backend holds the desired policy" in served.dom()
+
+
+def test_a_backend_behind_shows_what_it_holds_beside_what_is_desired(served: Served) -> None:
+    """It leaves the backend down: the tests after it do not look at delivery."""
+    before = served.status["desired"]
+    served.backend.go_down()
+    regime = before["policy"]["regime_id"]
+    body = {
+        "cache": {"mode": "lru", "limit_keys": 77},
+        "weights": {"w_load": 0.5, "w_data": 1.0, "w_time": 2.0},
+    }
+    with httpx.Client(base_url=served.url, headers=AUTH, timeout=30) as http:
+        assert http.put(f"/v1/policies/{regime}", json=body).status_code == 200
+        status = http.get("/v1/policy/status").json()
+    new = before["version"] + 1
+    assert status["desired"]["version"] == new and status["delivered_version"] == before["version"]
+    dom = served.dom("&behind")
+    page = Page(dom)
+    rows = {r[0]: r[1:] for r in page.tables["desired-delivered"]}
+    assert rows["version"] == [f"v{new}", f"v{before['version']}"]
+    assert rows["cache"] == ["lru n=77", f"lru n={before['policy']['cache']['limit_keys']:,}"]
+    assert [rows[k][0] for k in ("W_L", "W_D", "W_T")] == ["0.5", "1", "2"]
+    assert rows["source"] == ["operator", "tuned"]
+    differ = {r[0] for r in page.tables["desired-delivered"]} - {"regime"}
+    assert len(page.all("td", "diff")) == len(differ)
+    assert f"backend behind: v{new} to deliver" in dom
+
+
+class Browser:
+    """A page in headless Chromium driven over the DevTools protocol (real mouse events)."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.n = 0
+
+    async def send(self, method: str, **params: Any) -> dict[str, Any]:
+        import json
+
+        self.n += 1
+        await self.ws.send(json.dumps({"id": self.n, "method": method, "params": params}))
+        while True:
+            msg = json.loads(await self.ws.recv())
+            if msg.get("id") == self.n:
+                assert "error" not in msg, msg
+                return dict(msg["result"])
+
+    async def eval(self, expr: str) -> Any:
+        r = await self.send("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
+        return r["result"].get("value")
+
+    async def until(self, expr: str, timeout: float = 20.0) -> None:
+        import asyncio
+
+        end = time.monotonic() + timeout
+        while not await self.eval(expr):
+            assert time.monotonic() < end, f"timed out waiting for {expr}"
+            await asyncio.sleep(0.1)
+
+    async def mouse(self, kind: str, x: float, y: float, **extra: Any) -> None:
+        await self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1, **extra)
+
+
+def drive(url: str, script: Any, tmp: Path) -> Any:
+    """Open ``url`` in headless Chromium and run ``script(browser)`` against it."""
+    import asyncio
+
+    websockets = pytest.importorskip("websockets.asyncio.client")
+    assert CHROMIUM is not None
+    proc = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1200",
+         "--remote-debugging-port=0", f"--user-data-dir={tmp}", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+         "about:blank"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        port = None
+        for line in proc.stderr:
+            if m := re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line):
+                port = int(m.group(1))
+                break
+        assert port is not None, "chromium did not open its DevTools port"
+        target = httpx.put(f"http://127.0.0.1:{port}/json/new?{url}").json()
+
+        async def run() -> Any:
+            async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+                return await script(Browser(ws))
+
+        return asyncio.run(run())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_dragging_across_the_timeline_zooms_in_and_show_all_zooms_back_out(
+    served: Served, tmp_path: Path
+) -> None:
+    async def script(b: Browser) -> dict[str, Any]:
+        await b.until("document.body.dataset.loaded === 'true'")
+        bars = "document.querySelectorAll('#timeline rect.window-bar').length"
+        out: dict[str, Any] = {"all": await b.eval(bars)}
+        box = await b.eval("(() => { const r = document.getElementById('timeline').getBoundingClientRect();"
+                           " return [r.left, r.top, r.width, r.height]; })()")  # fmt: skip
+        left, top, width, height = box
+        x0, x1, y = left + width * 0.3, left + width * 0.45, top + height / 2
+        await b.mouse("mousePressed", x0, y)
+        await b.mouse("mouseMoved", (x0 + x1) / 2, y)
+        await b.mouse("mouseReleased", x1, y)
+        out["zoomed"] = await b.eval(bars)
+        out["search"] = await b.eval("location.search")
+        out["ticks"] = await b.eval(
+            "[...document.querySelectorAll('#timeline text.x-tick')].map((t) => t.textContent)"
+        )
+        await b.send(
+            "Input.dispatchMouseEvent", type="mouseWheel", x=(x0 + x1) / 2, y=y, deltaX=0, deltaY=400
+        )
+        out["wheel_out"] = await b.eval(bars)
+        await b.eval("document.getElementById('zoom-reset').click()")
+        out["reset"] = await b.eval(bars)
+        out["search_after"] = await b.eval("location.search")
+        return out
+
+    got = drive(f"{served.url}/dashboard?token={READ_TOKEN}", script, tmp_path)
+    n = len(served.windows)
+    assert got["all"] == n
+    assert 0 < got["zoomed"] < n / 3, got  # about 15 % of the span was selected
+    assert "from=" in got["search"] and "to=" in got["search"] and f"token={READ_TOKEN}" in got["search"]
+    assert all(TIME.match(t) for t in got["ticks"]) and got["ticks"][0] != "+0:00:00"
+    assert got["zoomed"] < got["wheel_out"] <= n  # the wheel zooms back out around the pointer
+    assert got["reset"] == n and "from=" not in got["search_after"]
