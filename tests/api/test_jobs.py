@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from regimetune.api.jobs import read_checkpoint, run_tuning
 from regimetune.api.store import Store
+from regimetune.control.jobs import read_checkpoint, run_tuning
 from regimetune.models import Objective, RunStatus, TuningRun
 
 from .conftest import AUTH, TestClient, settings_for
@@ -235,7 +235,7 @@ def _check_progress(c: TestClient, go: Any, release: Any) -> None:
 
 
 def test_a_rescale_job_counts_each_evaluation_as_it_completes(trace_bytes, tmp_path) -> None:
-    from regimetune.api.jobs import count_lines
+    from regimetune.control.jobs import count_lines
 
     trace = tmp_path / "run.csv"
     trace.write_bytes(trace_bytes)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from regimetune.api import create_app
-from regimetune.api.replay import COUNTS_MEDIA_TYPE
+from regimetune.client.ingest import COUNTS_MEDIA_TYPE
 
 from .conftest import TOKEN, settings_for
 

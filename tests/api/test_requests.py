@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from regimetune.api import load_settings
-from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
+from regimetune.client.ingest import COUNTS_MEDIA_TYPE, encode_counts
 from regimetune.models import ConfigError
 
 from .conftest import AUTH, READ_TOKEN

@@ -6,7 +6,7 @@
 """
 
 from regimetune.api.app import create_app, make_backend
-from regimetune.api.engine import Engine, check_bounds
 from regimetune.api.settings import Settings, load_settings
+from regimetune.control.engine import Engine, check_bounds
 
 __all__ = ["Engine", "Settings", "check_bounds", "create_app", "load_settings", "make_backend"]

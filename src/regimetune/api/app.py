@@ -16,15 +16,15 @@ from prometheus_client import CollectorRegistry
 from regimetune import __version__
 from regimetune.api.auth import WriteTokenFirst
 from regimetune.api.docs import install_offline_docs
-from regimetune.api.engine import Engine
 from regimetune.api.errors import BodyLimit, install_error_handlers
-from regimetune.api.jobs import JobManager
 from regimetune.api.metrics import IngestAccounting, Metrics
 from regimetune.api.outbox import SqlOutboxStore
 from regimetune.api.routes import ROUTERS
 from regimetune.api.routes.policies import PolicyFastPath
 from regimetune.api.settings import PushSettings, Settings
 from regimetune.api.store import Store
+from regimetune.control.engine import Engine
+from regimetune.control.jobs import JobManager
 from regimetune.models import ConfigError, Objective, PushOutcome, TuningRun
 from regimetune.push import Backend, DeliveryEvent, OutboxWorker, RetryPolicy, backend_for
 

@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from regimetune.api.engine import Engine
 from regimetune.api.metrics import Metrics
 from regimetune.api.settings import Settings
 from regimetune.api.store import Store
+from regimetune.control.engine import Engine
 
 
 async def _settings(request: Request) -> Settings:

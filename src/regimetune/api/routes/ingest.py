@@ -10,9 +10,9 @@ from fastapi import APIRouter, Header, Query, Request
 
 from regimetune.api.auth import WriteAccess
 from regimetune.api.deps import EngineDep, SettingsDep
-from regimetune.api.engine import IngestResult
 from regimetune.api.routes._errors import WRITE, errors
 from regimetune.api.schemas import IngestAck, IngestIn
+from regimetune.control.engine import IngestResult
 from regimetune.models import InputError
 
 router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[WriteAccess])

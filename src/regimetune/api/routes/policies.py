@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict
 
 from regimetune.api.auth import ReadAccess, WriteAccess
 from regimetune.api.deps import EngineDep, SettingsDep, StoreDep
-from regimetune.api.engine import check_bounds
 from regimetune.api.routes._errors import READ, WRITE, errors
 from regimetune.api.schemas import PolicyIn
+from regimetune.control.engine import check_bounds
 from regimetune.models import NotFoundError, Policy, PolicyVersion
 
 router = APIRouter(prefix="/v1", tags=["policies"])

@@ -9,9 +9,9 @@ from pydantic import Field
 
 from regimetune.api.auth import ReadAccess, WriteAccess
 from regimetune.api.deps import JobsDep
-from regimetune.api.jobs import JobManager
 from regimetune.api.routes._errors import READ, WRITE, errors
 from regimetune.api.schemas import TuningJobIn
+from regimetune.control.jobs import JobManager
 from regimetune.models import InputError, Objective, RunStatus, TuningRun
 
 router = APIRouter(prefix="/v1/tuning-jobs", tags=["tuning"])

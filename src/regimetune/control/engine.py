@@ -7,7 +7,7 @@ and replays the stored batches through a fresh aggregator: windows already commi
 rebuild the aggregator (keyspace); later ones go through detection as if live, so a restart
 after SIGKILL loses no acknowledged batch and keeps the same regime ids.
 
-Event time (``api/lateness.py``): a window stays open for late batches of other daemons while
+Event time (``control/lateness.py``): a window stays open for late batches of other daemons while
 it is within ``ingest.allowed_lateness_windows`` of the newest; a batch that is too late or
 dated too far ahead is refused before it is stored. Windows nobody reported are skipped in
 O(1) (silence is not zero load); a stored batch that the rules refuse (e.g. from an older
@@ -31,15 +31,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from regimetune.api.lateness import Part, WindowBuffer
-from regimetune.api.metrics import Metrics
-from regimetune.api.settings import BoundsSettings, Settings
-from regimetune.api.store import Store, StoredBatch
-from regimetune.api.telemetry import TelemetryWatch
+from regimetune.control.lateness import Part, WindowBuffer
+from regimetune.control.telemetry import TelemetryWatch
 from regimetune.models import (
     BoundsError,
     ConfigError,
@@ -53,6 +50,11 @@ from regimetune.models import (
     RegimeChange,
     WindowStats,
 )
+
+if TYPE_CHECKING:  # the service's types, for annotations only (no import cycle)
+    from regimetune.api.metrics import Metrics
+    from regimetune.api.settings import BoundsSettings, Settings
+    from regimetune.api.store import Store, StoredBatch
 
 log = logging.getLogger(__name__)
 Mode = Literal["off", "recommend", "auto"]

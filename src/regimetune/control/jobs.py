@@ -35,11 +35,8 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from regimetune.api.metrics import Metrics
-from regimetune.api.settings import TuningSettings
-from regimetune.api.store import Store
 from regimetune.models import (
     ConflictError,
     Evaluation,
@@ -51,6 +48,11 @@ from regimetune.models import (
     TuningError,
     TuningRun,
 )
+
+if TYPE_CHECKING:  # the service's types, for annotations only (no import cycle)
+    from regimetune.api.metrics import Metrics
+    from regimetune.api.settings import TuningSettings
+    from regimetune.api.store import Store
 
 log = logging.getLogger(__name__)
 

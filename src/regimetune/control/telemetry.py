@@ -13,11 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from regimetune.api.metrics import Metrics
-from regimetune.api.settings import EngineSettings
-from regimetune.api.store import Store
 from regimetune.models import Decision, PushOutcome
+
+if TYPE_CHECKING:  # the service's types, for annotations only (no import cycle)
+    from regimetune.api.metrics import Metrics
+    from regimetune.api.settings import EngineSettings
+    from regimetune.api.store import Store
 
 log = logging.getLogger(__name__)
 
