@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from regimetune.control.lateness import Part, WindowBuffer
+from regimetune.control.settings import BoundsSettings, ControlSettings
 from regimetune.control.telemetry import TelemetryWatch
 from regimetune.models import (
     BoundsError,
@@ -53,7 +54,6 @@ from regimetune.models import (
 
 if TYPE_CHECKING:  # the service's types, for annotations only (no import cycle)
     from regimetune.api.metrics import Metrics
-    from regimetune.api.settings import BoundsSettings, Settings
     from regimetune.api.store import Store, StoredBatch
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class IngestResult:
     duplicate: bool = False
 
 
-def _make_buffer(settings: Settings) -> WindowBuffer:
+def _make_buffer(settings: ControlSettings) -> WindowBuffer:
     return WindowBuffer(
         window_s=settings.engine.window_s,
         lateness=settings.ingest.allowed_lateness_windows,
@@ -108,7 +108,7 @@ _BUFFER = "buffer."  # prefix of the lateness buffer's arrays in the snapshot
 
 
 def _make_aggregator(
-    settings: Settings, snapshot: tuple[int, dict[str, Any], dict[str, np.ndarray]] | None
+    settings: ControlSettings, snapshot: tuple[int, dict[str, Any], dict[str, np.ndarray]] | None
 ) -> tuple[Any, WindowBuffer, int]:
     """The windowing aggregator (windows numbered from time 0, so a window's index is its
     start over ``window_s`` whatever was pruned), the lateness buffer and the last batch they
@@ -145,7 +145,7 @@ def batch_digest(kind: str, window_start: float, columns: dict[str, np.ndarray])
     return h.hexdigest()
 
 
-def _make_detector(settings: Settings, state: dict[str, Any] | None) -> Any:
+def _make_detector(settings: ControlSettings, state: dict[str, Any] | None) -> Any:
     """The regime detector (``regimetune.regimes``), restored from ``state`` when given; None
     when the regimes package has no online detector (windows are still stored)."""
     try:
@@ -172,7 +172,7 @@ class Engine:
     def __init__(
         self,
         *,
-        settings: Settings,
+        settings: ControlSettings,
         store: Store,
         metrics: Metrics,
         pushing: bool,

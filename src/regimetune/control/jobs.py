@@ -37,6 +37,7 @@ from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from regimetune.control.settings import TuningSettings
 from regimetune.models import (
     ConflictError,
     Evaluation,
@@ -51,7 +52,6 @@ from regimetune.models import (
 
 if TYPE_CHECKING:  # the service's types, for annotations only (no import cycle)
     from regimetune.api.metrics import Metrics
-    from regimetune.api.settings import TuningSettings
     from regimetune.api.store import Store
 
 log = logging.getLogger(__name__)

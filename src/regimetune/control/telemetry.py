@@ -15,11 +15,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from regimetune.control.settings import EngineSettings
 from regimetune.models import Decision, PushOutcome
 
 if TYPE_CHECKING:  # the service's types, for annotations only (no import cycle)
     from regimetune.api.metrics import Metrics
-    from regimetune.api.settings import EngineSettings
     from regimetune.api.store import Store
 
 log = logging.getLogger(__name__)
