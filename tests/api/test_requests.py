@@ -145,6 +145,16 @@ def test_bounds_come_from_settings(make_client) -> None:
     assert c.get("/v1/policies/1").json()["source"] == "default"
 
 
+def test_detector_settings_reach_the_engines_detector(make_client) -> None:
+    c = make_client(engine={"detector": {"max_regimes": 4, "dwell_s": 120.0}})
+    params = c.app.state.engine.detector_state()["params"]
+    assert (params["max_regimes"], params["dwell_s"]) == (4, 120.0)
+    assert params["window_s"] == 60.0  # unset in the section: the engine's window length
+    # the detector gives out ids 0-3 only, so no operator policy for id 4
+    assert c.get("/v1/policies/3").status_code == 200
+    assert c.get("/v1/policies/4").status_code == 404
+
+
 def test_unknown_things_are_404_or_422(make_client) -> None:
     c = make_client()
     assert c.get("/v1/policy").status_code == 404

@@ -167,6 +167,8 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         msg = str(first["msg"]).removeprefix("Value error, ")
+        if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            msg = "no such setting (deploy/regimetune.example.toml names them all)"
         raise ConfigError(f"invalid setting {where}: {msg}") from None
     finally:
         _CONFIG_FILE.reset(token)

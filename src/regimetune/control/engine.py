@@ -22,6 +22,7 @@ version and enqueues it for the push worker. ``pause`` acts as ``recommend`` unt
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -55,6 +56,7 @@ from regimetune.models import (
 if TYPE_CHECKING:  # the service's types, for annotations only (no import cycle)
     from regimetune.api.metrics import Metrics
     from regimetune.api.store import Store, StoredBatch
+    from regimetune.regimes import OnlineRegimeDetector
 
 log = logging.getLogger(__name__)
 Mode = Literal["off", "recommend", "auto"]
@@ -145,20 +147,17 @@ def batch_digest(kind: str, window_start: float, columns: dict[str, np.ndarray])
     return h.hexdigest()
 
 
-def _make_detector(settings: ControlSettings, state: dict[str, Any] | None) -> Any:
-    """The regime detector (``regimetune.regimes``), restored from ``state`` when given; None
-    when the regimes package has no online detector (windows are still stored)."""
-    try:
-        from regimetune.regimes import OnlineRegimeDetector
-    except ImportError:  # pragma: no cover - only while regimes is being built
-        log.warning("regimetune.regimes.OnlineRegimeDetector is unavailable: no regime detection")
-        return None
+def _make_detector(settings: ControlSettings, state: dict[str, Any] | None) -> OnlineRegimeDetector:
+    """The regime detector, restored from ``state`` when given, else new with the settings'
+    parameters (windows of the engine's length unless they name another)."""
+    from regimetune.regimes import OnlineRegimeDetector
+
     if state is not None:
         return OnlineRegimeDetector.from_state(state)
-    try:
-        return OnlineRegimeDetector(**{"window_s": settings.engine.window_s, **settings.engine.detector})
-    except TypeError as exc:
-        raise ConfigError(f"engine.detector: {exc}") from exc
+    params = settings.engine.detector
+    if params.window_s is None:
+        params = dataclasses.replace(params, window_s=settings.engine.window_s)
+    return OnlineRegimeDetector.from_params(params)
 
 
 class Engine:

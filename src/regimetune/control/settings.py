@@ -2,17 +2,18 @@
 (:mod:`regimetune.api.settings`) that configure the online engine, ingest and tuning jobs,
 and :class:`ControlSettings`, the view of the whole that :mod:`regimetune.control` takes.
 
->>> EngineSettings().window_s, IngestSettings().allowed_lateness_windows
-(10.0, 3)
+>>> EngineSettings(detector={"max_regimes": 8}).detector.max_regimes, IngestSettings().allowed_lateness_windows
+(8, 3)
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from regimetune.models.windows import DEFAULT_WINDOW_S
+from regimetune.regimes.params import DetectorParams
 
 _SECTION = ConfigDict(extra="forbid", frozen=True)
 
@@ -63,7 +64,9 @@ class EngineSettings(BaseModel):
     """The online loop. ``mode``: ``off`` (ingest and store only), ``recommend`` (detect,
     decide and log, push nothing), ``auto`` (push every decision). When no batch arrived
     for ``stale_after_windows`` windows (service clock), telemetry is stale: the policy in
-    force is held, and the metric, the decision log and ``/readyz`` say so."""
+    force is held, and the metric, the decision log and ``/readyz`` say so. ``detector``
+    holds the regime detector's own parameters (:class:`~regimetune.regimes.DetectorParams`,
+    validated by it; an unknown key is refused); its ``window_s`` defaults to the engine's."""
 
     model_config = _SECTION
     # tune_unknown_regimes: on a change to a regime without a stored policy, start a tuning
@@ -73,7 +76,7 @@ class EngineSettings(BaseModel):
     paused: bool = False
     window_s: Annotated[float, Field(gt=0)] = DEFAULT_WINDOW_S
     n_buckets: Annotated[int, Field(ge=0)] = 0
-    detector: dict[str, Any] = {}
+    detector: DetectorParams = DetectorParams()
     tune_unknown_regimes: bool = False
     tuning_trace: str | None = None
     bounds: BoundsSettings = BoundsSettings()
