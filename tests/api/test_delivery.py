@@ -78,7 +78,7 @@ def test_flap_budget_holds_changes_back_and_logs_them(make_client, recorder, wor
     assert c.app.state.store.get_kv("engine.held") == held[-1]["regime_to"]  # a restart keeps it
     # an hour later the budget allows again: the held-back change is applied
     engine = c.app.state.engine
-    engine.clock = lambda: time.time() + 3601.0
+    engine.decider.clock = lambda: time.time() + 3601.0  # what the flap budget reads
     post_window(c, workload[100])
     last = decisions(c)[-1]
     assert last["policy_version"] == 2 and last["regime_to"] == held[-1]["regime_to"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from regimetune.api.store import Store
+from regimetune.api.store import SqlStore
 from regimetune.control.jobs import read_checkpoint, run_tuning
 from regimetune.models import Objective, RunStatus, TuningRun
 
@@ -127,7 +127,7 @@ def test_a_job_left_running_is_interrupted_on_restart_and_resumes_from_its_evalu
         status=RunStatus.RUNNING,
         trace=str(trace),
     )
-    store = Store.open(s.store)
+    store = SqlStore.open(s.store)
     store.save_job(run)
     store.close()
     checkpoint = work / "checkpoints" / "deadjob.jsonl"

@@ -4,6 +4,7 @@ response that violates it (bounded examples, in process)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from regimetune.api import create_app
 from regimetune.client.ingest import COUNTS_MEDIA_TYPE
 
-from .conftest import TOKEN, settings_for
+from .conftest import TOKEN, TestClient, settings_for
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -32,12 +33,14 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     tmp: Path = tmp_path_factory.mktemp("openapi")
-    return create_app(
+    app = create_app(
         settings_for(tmp, ingest={"max_body_bytes": 1 << 20}, tuning={"executor": "thread"}),
         jobs_runner=lambda *a, **k: {"policy_file": {}, "report": {}},
     )
+    with TestClient(app):  # the lifespan starts the engine, so ingest is exercised too
+        yield app
 
 
 @pytest.fixture(scope="module")

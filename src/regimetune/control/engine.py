@@ -3,91 +3,57 @@
 Every acknowledged batch is in the store before the engine sees it. The windows it closes are
 fed to the regime detector; each closed window, the detector's checkpoint and any decision are
 committed in one transaction. On start the engine restores the detector from its checkpoint
-and replays the stored batches through a fresh aggregator: windows already committed only
-rebuild the aggregator (keyspace); later ones go through detection as if live, so a restart
-after SIGKILL loses no acknowledged batch and keeps the same regime ids.
+and replays the stored batches through the windowing state of the last snapshot: windows
+already committed only rebuild the aggregator (keyspace); later ones go through detection as
+if live, so a restart after SIGKILL loses no acknowledged batch and keeps the same regime ids.
 
-Event time (``control/lateness.py``): a window stays open for late batches of other daemons while
-it is within ``ingest.allowed_lateness_windows`` of the newest; a batch that is too late or
-dated too far ahead is refused before it is stored. Windows nobody reported are skipped in
-O(1) (silence is not zero load); a stored batch that the rules refuse (e.g. from an older
-version) is skipped on replay with the reason logged. When no batch arrives for
-``engine.stale_after_windows`` windows the telemetry is stale: nothing is decided, the policy
-in force stays, and the decision log, a metric and ``/readyz`` say so.
+Event time (:mod:`~regimetune.control.lateness`): a window stays open for late batches of
+other daemons while it is within ``ingest.allowed_lateness_windows`` of the newest; a batch
+that is too late or dated too far ahead is refused before it is stored. Windows nobody
+reported are skipped in O(1) (silence is not zero load); a stored batch that the rules refuse
+(e.g. from an older version) is skipped on replay with the reason logged. When no batch
+arrives for ``engine.stale_after_windows`` windows the telemetry is stale
+(:mod:`~regimetune.control.telemetry`): nothing is decided, the policy in force stays.
 
-Modes (as Kubernetes' VPA): ``off`` stores windows and regimes only; ``recommend`` logs a
-decision (with the policy it would choose) and pushes nothing; ``auto`` stores a new policy
-version and enqueues it for the push worker. ``pause`` acts as ``recommend`` until resumed.
+What a change does (modes, pause, the flap budget) is the :mod:`~regimetune.control.decisions`
+module's; which policy a regime gets, :mod:`~regimetune.control.policies`'.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
-import math
 import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from regimetune.control.lateness import Part, WindowBuffer
-from regimetune.control.settings import BoundsSettings, ControlSettings
+from regimetune.control.batches import batch_digest, check_batch
+from regimetune.control.decisions import Decider, Mode, Verdict
+from regimetune.control.policy_file import detector_start, load_policy_file
+from regimetune.control.recorder import Recorder
+from regimetune.control.settings import ControlSettings
+from regimetune.control.store import ENGINE_CHECKPOINT, Store
 from regimetune.control.telemetry import TelemetryWatch
+from regimetune.control.windowing import SNAPSHOT, Windowing, lateness_buffer
 from regimetune.models import (
-    BoundsError,
     ConfigError,
     ConflictError,
-    Decision,
     InputError,
     Policy,
     PolicyFile,
     PolicyVersion,
-    PushOutcome,
-    RegimeChange,
     WindowStats,
 )
 
-if TYPE_CHECKING:  # the service's types, for annotations only (no import cycle)
-    from regimetune.api.metrics import Metrics
-    from regimetune.api.store import Store, StoredBatch
+if TYPE_CHECKING:
     from regimetune.regimes import OnlineRegimeDetector
 
 log = logging.getLogger(__name__)
-Mode = Literal["off", "recommend", "auto"]
-_CHECKPOINT = "engine"
-_SNAPSHOT = "aggregator"
-_SNAPSHOT_FORMAT = 2  # 2: absolute window indices and the open windows of the lateness buffer
-_ORIGIN = (
-    "engine.detector_origin"  # fingerprint of the policy file's detector state the detector started from
-)
-_HELD = "engine.held"
-_HOUR = 3600.0
-
-
-def _fingerprint(state: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def check_bounds(policy: Policy, bounds: BoundsSettings) -> None:
-    """Raise :class:`BoundsError` naming the first knob of ``policy`` outside its hard bounds."""
-    c, w = policy.cache, policy.weights
-    knobs: list[tuple[str, float | None, tuple[float, float]]] = [
-        ("cache.limit_keys", c.limit_keys, bounds.limit_keys),
-        ("cache.high_watermark_keys", c.high_watermark_keys, bounds.high_watermark_keys),
-        ("cache.switch_time_s", c.switch_time_s, bounds.switch_time_s),
-        ("weights.w_load", w.w_load, bounds.w_load),
-        ("weights.w_data", w.w_data, bounds.w_data),
-        ("weights.w_time", w.w_time, bounds.w_time),
-    ]
-    for name, value, (lo, hi) in knobs:
-        if value is not None and not lo <= value <= hi:
-            raise BoundsError(f"{name}={value} is outside its hard bounds [{lo}, {hi}]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,55 +62,6 @@ class IngestResult:
     rows: int
     windows: tuple[WindowStats, ...]
     duplicate: bool = False
-
-
-def _make_buffer(settings: ControlSettings) -> WindowBuffer:
-    return WindowBuffer(
-        window_s=settings.engine.window_s,
-        lateness=settings.ingest.allowed_lateness_windows,
-        max_future_s=settings.ingest.max_future_s,
-    )
-
-
-_BUFFER = "buffer."  # prefix of the lateness buffer's arrays in the snapshot
-
-
-def _make_aggregator(
-    settings: ControlSettings, snapshot: tuple[int, dict[str, Any], dict[str, np.ndarray]] | None
-) -> tuple[Any, WindowBuffer, int]:
-    """The windowing aggregator (windows numbered from time 0, so a window's index is its
-    start over ``window_s`` whatever was pruned), the lateness buffer and the last batch they
-    have taken: restored from ``snapshot`` when one was taken by this version with the same
-    settings, else fresh ones that the stored batches then rebuild."""
-    from regimetune.collectors import WindowAggregator
-
-    fresh = WindowAggregator(
-        window_s=settings.engine.window_s, n_buckets=settings.engine.n_buckets, origin=0.0
-    )
-    buffer = _make_buffer(settings)
-    if snapshot is None:
-        return fresh, buffer, 0
-    seq, meta, arrays = snapshot
-    if meta.get("format") != _SNAPSHOT_FORMAT or meta["aggregator"].get("params") != fresh.get_params():
-        log.warning(
-            "the aggregator snapshot was taken with other settings or by an older version (%s); "
-            "starting from the stored batches",
-            meta["aggregator"].get("params"),
-        )
-        return fresh, buffer, 0
-    mine = {n: a for n, a in arrays.items() if not n.startswith(_BUFFER)}
-    buffer.restore(meta["buffer"], {n[len(_BUFFER) :]: a for n, a in arrays.items() if n.startswith(_BUFFER)})
-    return WindowAggregator.from_state(meta["aggregator"], mine), buffer, seq
-
-
-def batch_digest(kind: str, window_start: float, columns: dict[str, np.ndarray]) -> str:
-    """A hash of a batch's content: the same Idempotency-Key with another body is refused."""
-    h = hashlib.sha256(f"{kind}\n{window_start!r}\n".encode())
-    for name in sorted(columns):
-        arr = np.ascontiguousarray(columns[name])
-        h.update(f"{name}:{arr.dtype.str}:{len(arr)}\n".encode())
-        h.update(arr.data)
-    return h.hexdigest()
 
 
 def _make_detector(settings: ControlSettings, state: dict[str, Any] | None) -> OnlineRegimeDetector:
@@ -161,10 +78,12 @@ def _make_detector(settings: ControlSettings, state: dict[str, Any] | None) -> O
 
 
 class Engine:
-    """Owns the aggregator and detector; thread-safe (one lock around the stateful steps).
+    """Owns the windowing state and the detector; thread-safe (one lock around the stateful
+    steps). :meth:`restore` takes the state from the store (quick: a bad policy file fails
+    here); :meth:`start` replays the stored batches and starts the background threads.
 
-    ``on_version`` is called after a version was enqueued (the app wakes the push worker);
-    ``on_unknown_regime`` after a change to a regime without a stored policy (the app may
+    ``on_version`` is called after a version was enqueued (the service wakes the push
+    worker); ``on_unknown_regime`` after a change to a regime without a stored policy (it may
     start a tuning job).
     """
 
@@ -173,7 +92,7 @@ class Engine:
         *,
         settings: ControlSettings,
         store: Store,
-        metrics: Metrics,
+        recorder: Recorder,
         pushing: bool,
         on_version: Callable[[PolicyVersion], None] | None = None,
         on_unknown_regime: Callable[[int], None] | None = None,
@@ -181,49 +100,70 @@ class Engine:
     ) -> None:
         self.settings = settings
         self.store = store
-        self.metrics = metrics
+        self.recorder = recorder
         self.pushing = pushing
         self.on_version = on_version
         self.on_unknown_regime = on_unknown_regime
         self.clock = clock
-        self._lock = threading.RLock()  # the stateful steps: aggregator, detector, decisions
-        self._ingest_lock = threading.Lock()  # sequence order of durable batches
-        self._applied = threading.Condition()
-        self._started = False
-        self._queue: queue.Queue[tuple[int, str, float, dict[str, np.ndarray]] | None] | None = None
-        self._thread: threading.Thread | None = None
+        self.decider = Decider(
+            settings=settings, store=store, recorder=recorder, pushing=pushing, clock=clock
+        )
         self.telemetry = TelemetryWatch(
             settings=settings.engine,
             store=store,
-            metrics=metrics,
+            recorder=recorder,
             clock=clock,
             current_regime=lambda: self.current_regime,
         )
+        self._lock = threading.RLock()  # the stateful steps: windowing, detector, decisions
+        self._ingest_lock = threading.Lock()  # sequence order of durable batches
+        self._applied = threading.Condition()
+        self._restored = self._started = False
+        self._queue: queue.Queue[tuple[int, str, float, dict[str, np.ndarray]] | None] | None = None
+        self._thread: threading.Thread | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
-    def start(self) -> None:
-        """Load the policy file, restore the detector and replay the stored batches."""
+    def restore(self) -> None:
+        """Load the policy file, the switches, the detector and the windowing snapshot."""
         with self._lock:
-            self._file = self._load_policy_file()
-            self._held: int | None = self.store.get_kv(_HELD)  # the flap budget held its policy back
-            self._mode: Mode = self.store.get_kv("engine.mode", self.settings.engine.mode)
-            self._paused: bool = bool(self.store.get_kv("engine.paused", self.settings.engine.paused))
-            state, last_window = self.store.load_checkpoint(_CHECKPOINT)
-            self._committed_window = last_window if state is not None else -1
-            detector_state = self._detector_state(None if state is None else state["detector"])
-            self._detector = _make_detector(self.settings, detector_state)
-            self._aggregator, self._buffer, seq0 = _make_aggregator(
-                self.settings, self.store.load_snapshot(_SNAPSHOT)
+            if self._restored:
+                return
+            s = self.settings
+            self._file: PolicyFile | None = (
+                None if s.policy_file is None else load_policy_file(s.policy_file, s.engine.bounds)
             )
-            self._gate = _make_buffer(self.settings)  # admission: the buffer as of every acknowledged batch
-            self._gate.newest = self._buffer.newest
+            self.decider.restore(self._file.default if self._file is not None else Policy())
+            state, last_window = self.store.load_checkpoint(ENGINE_CHECKPOINT)
+            self._committed_window = last_window if state is not None else -1
+            stored = None if state is None else state["detector"]
+            if self._file is not None and s.policy_file is not None:
+                stored = detector_start(
+                    self._file,
+                    stored,
+                    store=self.store,
+                    path=s.policy_file,
+                    detector_from=s.detector_from,
+                    committed_window=self._committed_window,
+                )
+            self._detector = _make_detector(s, stored)
+            self._windows = Windowing.restore(s, self.store.load_snapshot(SNAPSHOT))
+            self._gate = lateness_buffer(s)  # admission: the buffer as of every acknowledged batch
+            self._gate.newest = self._windows.buffer.newest
             self._n_windows = self.store.count_windows()  # windows are numbered by time: count them
-            self._last_seq = self._applied_seq = self._agg_seq = seq0
+            self._last_seq = self._applied_seq = self._windows.seq
+            self._restored = True
+
+    def start(self) -> None:
+        """Replay the stored batches after the snapshot, then take ingest (restoring first
+        if :meth:`restore` was not called)."""
+        self.restore()
+        with self._lock:
             self._snapshot_at = time.monotonic()
-            self._started = True
-            self._replay(seq0)
+            self._replay(self._windows.seq)
             first = self._first_version()
-            self._update_gauges()
+            self._started = True
+        latest = self.store.latest_version()
+        self.recorder.newest_version(0 if latest is None else latest.version)
         if first is not None and self.on_version is not None:
             self.on_version(first)
         if self.settings.ingest.apply == "async" and self._thread is None:
@@ -240,13 +180,18 @@ class Engine:
         for batch in self.store.batches_after(seq0):
             self._last_seq = self._applied_seq = batch.seq
             try:
-                self._validate(batch.kind, batch.window_start, batch.columns, now=now)
-                _, last = self._gate.admit(batch.kind, batch.window_start, batch.columns, now=now)
+                last = self._admit(batch.kind, batch.window_start, batch.columns, now=now)
             except InputError as exc:
                 log.warning("stored ingest batch %d skipped on replay: %s", batch.seq, exc)
                 continue
             self._gate.note(last)
             self._apply(batch.seq, batch.kind, batch.window_start, batch.columns)
+
+    def _first_version(self) -> PolicyVersion | None:
+        """With a policy file, its default is the policy in force before the first change."""
+        if self._file is None:
+            return None
+        return self.store.first_version(self._file.default, enqueue=self.pushing and self.decider.auto)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Apply what is queued, then stop the background threads."""
@@ -279,102 +224,6 @@ class Engine:
         with self._applied:
             return self._applied.wait_for(lambda: self._applied_seq >= target, timeout)
 
-    @property
-    def applied_seq(self) -> int:
-        return self._applied_seq
-
-    def _load_policy_file(self) -> PolicyFile | None:
-        path = self.settings.policy_file
-        if path is None:
-            return None
-        try:
-            with open(path, "rb") as f:
-                pf = PolicyFile.model_validate_json(f.read())
-        except OSError as exc:
-            raise ConfigError(f"cannot read policy file {path}: {exc.strerror}") from exc
-        except ValueError as exc:
-            raise ConfigError(f"policy file {path} is not a valid PolicyFile: {exc}") from exc
-        for p in (*pf.regimes.values(), pf.default):
-            check_bounds(p, self.settings.engine.bounds)
-        return pf
-
-    def _detector_state(self, stored: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The state the detector starts from. A policy file's ``detector_state`` named its
-        regime ids, so the service starts from it (offline and online ids then mean the same
-        regimes) unless the store's detector already started from it. A store whose detector
-        learnt otherwise is refused, unless ``detector_from`` says which wins. The file's
-        per-regime policies are stored unless the store's detector wins."""
-        pf = self._file
-        if pf is None:
-            return stored
-        if pf.detector_state is None:
-            self._store_file_policies(overwrite=False)
-            return stored
-        origin = _fingerprint(pf.detector_state)
-        same = self.store.get_kv(_ORIGIN) == origin
-        if stored is not None and not same:
-            how = self.settings.detector_from
-            if how == "refuse":
-                raise ConfigError(
-                    f"the detector state in policy file {self.settings.policy_file} is not the one the "
-                    "store's detector started from, so their regime ids may name different regimes; "
-                    "choose which wins: --detector-from policy-file (detection restarts from the file) "
-                    "or --detector-from store (the file's per-regime policies are not loaded)"
-                )
-            if how == "store":
-                log.warning(
-                    "the store's detector wins over the policy file's: its per-regime policies are ignored"
-                )
-                return stored
-        if stored is not None and not same:  # the file wins: its state is the checkpoint from now on
-            self.store.save_checkpoint(_CHECKPOINT, {"detector": pf.detector_state}, self._committed_window)
-        if not same:
-            self.store.set_kv(_ORIGIN, origin)
-        self._store_file_policies(overwrite=stored is not None and not same)
-        return stored if same and stored is not None else pf.detector_state
-
-    def _store_file_policies(self, *, overwrite: bool) -> None:
-        assert self._file is not None
-        for rid, p in self._file.regimes.items():
-            if overwrite or self.store.regime_policy(rid) is None:
-                self.store.put_regime_policy(p.model_copy(update={"regime_id": rid, "source": "tuned"}))
-
-    def _first_version(self) -> PolicyVersion | None:
-        """With a policy file, its default is the policy in force before the first change."""
-        if self._file is None:
-            return None
-        push = self.pushing and self._mode == "auto" and not self._paused
-        return self.store.first_version(self._file.default, enqueue=push)
-
-    def _over_budget(self) -> str | None:
-        """Why a new version would break the flap budget (``push.max_per_hour``), or None."""
-        cap = self.settings.push.max_per_hour
-        if cap is None:
-            return None
-        made = self.store.count_versions_since(self.clock() - _HOUR)
-        if made < cap:
-            return None
-        return (
-            f"flap budget spent ({made} versions in the last hour, push.max_per_hour={cap}): "
-            "held back, applied once the budget allows"
-        )
-
-    def _hold(self, regime_id: int | None) -> None:
-        """Remember (in the store: a restart keeps it) which regime's change is held back."""
-        if regime_id != self._held:
-            self.store.set_kv(_HELD, regime_id)
-            self._held = regime_id
-
-    def knows_regime(self, regime_id: int) -> bool:
-        """Whether ``regime_id`` can name a regime: an id the detector may give out (below its
-        cap ``k`` or ``max_regimes``, so an operator can set a policy before the regime is
-        seen) or one that already has a policy."""
-        with self._lock:
-            det = self._detector
-            params = {} if det is None else det.get_params()
-        cap = params.get("k") or params.get("max_regimes") or 0
-        return regime_id < cap or self.store.regime_policy(regime_id) is not None
-
     # -- ingest -------------------------------------------------------------------------------
     def ingest(
         self, *, kind: str, window_start: float, columns: dict[str, np.ndarray], client_key: str | None = None
@@ -399,9 +248,7 @@ class Engine:
                         )
                     self.telemetry.heard()
                     return IngestResult(seq=seq0, rows=rows0, windows=(), duplicate=True)
-            now = self.clock()
-            self._validate(kind, window_start, columns, now=now)
-            _, last = self._gate.admit(kind, window_start, columns, now=now)
+            last = self._admit(kind, window_start, columns, now=self.clock())
             seq = self.store.append_batch(
                 kind=kind, window_start=window_start, columns=columns, client_key=client_key, digest=digest
             )
@@ -419,9 +266,23 @@ class Engine:
                     self._applied_seq = seq
                     self._applied.notify_all()
         rows = max((len(c) for c in columns.values()), default=0)
-        self.metrics.ingest_batches.inc()
-        (self.metrics.ingest_keys if kind == "counts" else self.metrics.ingest_events).inc(rows)
+        self.recorder.batch_ingested(kind, rows)
         return IngestResult(seq=seq, rows=rows, windows=tuple(closed))
+
+    def _admit(self, kind: str, window_start: float, columns: dict[str, np.ndarray], *, now: float) -> int:
+        """The last window of a batch that is accepted now, else :class:`InputError`."""
+        check_batch(kind, window_start, columns, n_buckets=self.settings.engine.n_buckets)
+        return self._gate.admit(kind, window_start, columns, now=now)[1]
+
+    def _apply(
+        self, seq: int, kind: str, window_start: float, columns: dict[str, np.ndarray]
+    ) -> list[WindowStats]:
+        """Batch ``seq`` through the windowing state, and the windows it closed through the
+        detector and the decisions; called with the engine lock held."""
+        closed = self._windows.add(seq, kind, window_start, columns)
+        for w in closed:
+            self._on_window(w)
+        return closed
 
     # -- snapshots ----------------------------------------------------------------------------
     def _maybe_snapshot(self) -> None:
@@ -430,259 +291,121 @@ class Engine:
             self.snapshot()
 
     def snapshot(self) -> int:
-        """Save the aggregator as it is (with the sequence number of the last batch it took),
-        then prune the batches it covers that are older than ``ingest.keep_batches_s``.
-        Returns how many batches were pruned. Windows closed by those batches are already
-        committed (with the detector's checkpoint), so a restart replays only what follows."""
+        """Save the windowing state as it is (with the last batch it took), then prune the
+        batches it covers that are older than ``ingest.keep_batches_s``. Returns how many
+        batches were pruned. Windows closed by those batches are already committed (with the
+        detector's checkpoint), so a restart replays only what follows."""
         with self._lock:
-            seq = self._agg_seq
-            meta, arrays = self._aggregator.to_state()
-            bmeta, barrays = self._buffer.to_state()
-            arrays |= {_BUFFER + n: a for n, a in barrays.items()}
-            snap = {"format": _SNAPSHOT_FORMAT, "aggregator": meta, "buffer": bmeta}
-            self.store.save_snapshot(_SNAPSHOT, seq, snap, arrays)
+            seq, meta, arrays = self._windows.snapshot()
+            self.store.save_snapshot(SNAPSHOT, seq, meta, arrays)
             self._snapshot_at = time.monotonic()
         pruned = self.store.prune_batches(
             through_seq=seq, received_before=time.time() - self.settings.ingest.keep_batches_s
         )
-        self.metrics.pruned_batches.inc(pruned)
+        self.recorder.batches_pruned(pruned)
         return pruned
-
-    def _validate(
-        self, kind: str, window_start: float, columns: dict[str, np.ndarray], *, now: float
-    ) -> None:
-        """What the aggregator would refuse, checked before the batch is stored (the lateness
-        rules are the admission buffer's)."""
-        if kind not in ("counts", "events"):
-            raise InputError(f"unknown batch kind {kind!r}")
-        if not math.isfinite(window_start) or window_start < 0:
-            raise InputError("window_start must be a finite number >= 0")
-        if kind == "events" and len(columns.get("ts", ())):
-            ts = columns["ts"]
-            if not np.isfinite(ts).all() or ts[0] < 0:
-                raise InputError("events.ts must be finite numbers >= 0")
-        nb = self.settings.engine.n_buckets
-        for name in ("bucket_load", "bucket_bytes"):
-            if name in columns:
-                col = columns[name]
-                if len(col) != nb:
-                    raise InputError(f"{name} must hold engine.n_buckets={nb} values")
-                if not np.isfinite(col).all() or (col < 0).any():
-                    raise InputError(f"{name} must hold finite values >= 0")
-
-    def _apply(
-        self, seq: int, kind: str, window_start: float, columns: dict[str, np.ndarray]
-    ) -> list[WindowStats]:
-        """Batch ``seq`` into the lateness buffer, the windows the watermark passed through
-        the aggregator and those through the rest; called with the engine lock held."""
-        self._agg_seq = seq
-        closed: list[WindowStats] = []
-        for k, parts in self._buffer.add(kind, window_start, columns):
-            closed.extend(self._close(k, parts))
-        for w in closed:
-            self._on_window(w)
-        return closed
-
-    def _close(self, k: int, parts: list[Part]) -> list[WindowStats]:
-        """Window ``k`` from every part that arrived for it; the windows before it that nobody
-        reported are skipped in O(1), not closed as empty."""
-        from regimetune.models import EventBatch
-
-        agg = self._aggregator
-        start = k * self.settings.engine.window_s
-        agg.skip_to(start)
-        for kind, cols in parts:
-            if kind == "counts":
-                agg.push_counts(
-                    start,
-                    cols["keys"],
-                    cols["reads"],
-                    cols.get("writes"),
-                    bucket_load=cols.get("bucket_load"),
-                    bucket_bytes=cols.get("bucket_bytes"),
-                )
-            elif len(cols.get("ts", ())):
-                agg.push(
-                    EventBatch.from_columns(
-                        ts=cols["ts"], key=cols["key"], op=cols.get("op"), size=cols.get("size")
-                    )
-                )
-        return agg.close_window()
-
-    # -- stale telemetry ----------------------------------------------------------------------
-    def check_telemetry(self) -> str:
-        """``ok`` or why telemetry is stale (see :class:`TelemetryWatch`)."""
-        return self.telemetry.check()
 
     # -- windows and decisions ----------------------------------------------------------------
     def _on_window(self, w: WindowStats) -> None:
         if w.index <= self._committed_window:
             return  # replay: already committed before the restart, only the aggregator needed it
-        change: RegimeChange | None = None
-        regime: int | None = None
-        checkpoint = None
-        if self._detector is not None:
-            change = self._detector.update(w)
-            regime = self._detector.current
-            checkpoint = {"detector": self._detector.to_state()}
-        decision = policy = None
-        make_version = enqueue = False
-        if change is not None and self._mode != "off":
-            decision, policy, make_version, enqueue = self._decide(change, w)
+        change = self._detector.update(w)
+        regime = self._detector.current
+        verdict = None
+        if change is not None and self.decider.mode != "off":
+            verdict = self.decider.on_change(change, w)
         saved, version = self.store.commit_window(
             w,
             regime,
-            checkpoint=checkpoint,
-            decision=decision,
-            policy=policy,
-            make_version=make_version,
-            enqueue=enqueue,
+            checkpoint={"detector": self._detector.to_state()},
+            decision=None if verdict is None else verdict.decision,
+            policy=None if verdict is None else verdict.policy,
+            make_version=verdict is not None and verdict.make_version,
+            enqueue=verdict is not None and verdict.enqueue,
         )
         self._committed_window = w.index
         self._n_windows += 1
-        m = self.metrics
-        m.windows.inc()
-        m.current_regime.set(-1 if regime is None else regime)
-        if change is not None:
-            m.regime_changes.inc()
+        self.recorder.window_closed(changed=change is not None)
         if saved is not None:
-            m.decisions.labels(mode="paused" if self._paused else self._mode).inc()
-        if version is not None:
-            m.policy_version.set(version.version)
-            if enqueue and self.on_version is not None:
-                self.on_version(version)
+            self.recorder.decision_logged(self.decider.mode_label)
+        self._made(version, verdict)
         if change is not None and self.store.regime_policy(change.to_id) is None:
             if self.on_unknown_regime is not None:
                 self.on_unknown_regime(change.to_id)
-        if change is None and self._held is not None and self._held == regime and self._over_budget() is None:
-            self.apply_policy_now(self._held, "the flap budget allows again: the held-back change is applied")
+        if change is None and regime is not None and self.decider.held_may_go(regime):
+            self.apply_policy_now(regime, "the flap budget allows again: the held-back change is applied")
+
+    def _made(self, version: PolicyVersion | None, verdict: Verdict | None) -> None:
+        """A version was stored: say so, and wake the push worker when it is queued."""
+        if version is None:
+            return
+        self.recorder.newest_version(version.version)
+        if verdict is not None and verdict.enqueue and self.on_version is not None:
+            self.on_version(version)
 
     def choose_policy(self, regime_id: int) -> tuple[Policy, str]:
-        """The policy for ``regime_id`` and where it came from: the stored (tuned or operator)
-        policy if within the hard bounds, else the safe default."""
-        stored = self.store.regime_policy(regime_id)
-        default = self._file.default if self._file is not None else Policy()
-        default = default.model_copy(update={"regime_id": regime_id, "source": "default"})
-        if stored is None:
-            return default, f"no policy for regime {regime_id} yet: safe default"
-        try:
-            check_bounds(stored, self.settings.engine.bounds)
-        except BoundsError as exc:
-            return default, f"stored policy of regime {regime_id} refused ({exc}): safe default"
-        return stored, f"{stored.source} policy of regime {regime_id}"
-
-    def _decide(self, change: RegimeChange, w: WindowStats) -> tuple[Decision, Policy, bool, bool]:
-        policy, why = self.choose_policy(change.to_id)
-        inputs = {
-            "reads_per_s": w.reads_per_s,
-            "writes_per_s": w.writes_per_s,
-            "active_keys": float(w.active_keys),
-            "keyspace_size": float(w.keyspace_size),
-            "entropy": w.entropy,
-            "topk_share": w.topk_share,
-            "window": float(w.index),
-            "at_window": float(change.at_window),
-            "delay_windows": float(change.delay_windows),
-        }
-        auto = self._mode == "auto" and not self._paused
-        held = self._over_budget() if auto else None
-        self._hold(change.to_id if held is not None else None)
-        if held is not None:
-            outcome, detail, make_version, enqueue = PushOutcome.HELD, f"{why}; {held}", False, False
-        elif not auto:
-            state = "engine paused" if self._paused else "mode recommend"
-            outcome, detail, make_version, enqueue = (
-                PushOutcome.NOT_PUSHED,
-                f"{why}; {state}: not pushed",
-                False,
-                False,
-            )
-        elif self.pushing:
-            outcome, detail, make_version, enqueue = (
-                PushOutcome.PENDING,
-                f"{why}; queued for push",
-                True,
-                True,
-            )
-        else:
-            outcome, detail = PushOutcome.NOT_PUSHED, f"{why}; pull-only (GET /v1/policy)"
-            make_version, enqueue = True, False
-        decision = Decision(
-            at=self.clock(),
-            regime_from=change.from_id,
-            regime_to=change.to_id,
-            inputs=inputs,
-            score=policy.score,
-            outcome=outcome,
-            detail=detail,
-        )
-        return decision, policy, make_version, enqueue
+        """The policy ``regime_id`` gets and where it came from."""
+        return self.decider.choose_policy(regime_id)
 
     def apply_policy_now(self, regime_id: int, reason: str) -> PolicyVersion | None:
         """After a policy of the current regime changed (operator PUT, tuning job): decide
         again for the current regime. Returns the new version, if one was made."""
         with self._lock:
-            if self._detector is None or self._detector.current != regime_id or self._mode == "off":
+            if self._detector.current != regime_id or self.decider.mode == "off":
                 return None
-            policy, why = self.choose_policy(regime_id)
-            auto = self._mode == "auto" and not self._paused
-            outcome = PushOutcome.PENDING if auto and self.pushing else PushOutcome.NOT_PUSHED
-            held = self._over_budget() if auto else None
-            self._hold(regime_id if held is not None else None)
-            if held is not None:
-                outcome, why, auto = PushOutcome.HELD, f"{why}; {held}", False
-            decision = Decision(
-                at=self.clock(),
-                regime_from=regime_id,
-                regime_to=regime_id,
-                score=policy.score,
-                outcome=outcome,
-                detail=f"{reason}: {why}" + ("" if auto or held else "; not pushed"),
-            )
+            verdict = self.decider.on_new_policy(regime_id, reason)
             _, version = self.store.record_decision(
-                decision, policy, make_version=auto, enqueue=auto and self.pushing
+                verdict.decision, verdict.policy, make_version=verdict.make_version, enqueue=verdict.enqueue
             )
-        if version is not None:
-            self.metrics.policy_version.set(version.version)
-            if auto and self.pushing and self.on_version is not None:
-                self.on_version(version)
+        self._made(version, verdict)
         return version
+
+    def knows_regime(self, regime_id: int) -> bool:
+        """Whether ``regime_id`` can name a regime: an id the detector may give out (below its
+        cap ``max_regimes``, so an operator can set a policy before the regime is seen) or
+        one that already has a policy."""
+        with self._lock:
+            cap = self._detector.max_regimes
+        return regime_id < cap or self.store.regime_policy(regime_id) is not None
 
     # -- control ------------------------------------------------------------------------------
     @property
     def mode(self) -> Mode:
-        return self._mode
+        return self.decider.mode
 
     @property
     def paused(self) -> bool:
-        return self._paused
+        return self.decider.paused
 
     def set_mode(self, mode: Mode) -> None:
         with self._lock:
-            self.store.set_kv("engine.mode", mode)
-            self._mode = mode
+            self.decider.set_mode(mode)
 
     def set_paused(self, paused: bool) -> None:
         with self._lock:
-            self.store.set_kv("engine.paused", paused)
-            self._paused = paused
+            self.decider.set_paused(paused)
 
-    def detector_state(self) -> dict[str, Any] | None:
+    def check_telemetry(self) -> str:
+        """``ok`` or why telemetry is stale (see :class:`TelemetryWatch`)."""
+        return self.telemetry.check()
+
+    # -- what it holds ------------------------------------------------------------------------
+    def detector_state(self) -> dict[str, Any]:
         """A copy of the detector's state (JSON data), e.g. for a tuning job."""
         with self._lock:
-            return None if self._detector is None else self._detector.to_state()
+            return self._detector.to_state()
 
     @property
     def current_regime(self) -> int | None:
-        return None if self._detector is None else self._detector.current
+        return self._detector.current if self._restored else None
 
     @property
     def detector_name(self) -> str:
-        return "unavailable" if self._detector is None else type(self._detector).__name__
+        return type(self._detector).__name__
 
     @property
     def aggregator_name(self) -> str:
-        return type(self._aggregator).__name__
+        return type(self._windows.aggregator).__name__
 
     @property
     def n_windows(self) -> int:
@@ -694,22 +417,17 @@ class Engine:
         return self._last_seq
 
     @property
+    def applied_seq(self) -> int:
+        return self._applied_seq
+
+    @property
     def committed_window(self) -> int:
         return self._committed_window
-
-    def _update_gauges(self) -> None:
-        cur = self.current_regime
-        self.metrics.current_regime.set(-1 if cur is None else cur)
-        latest = self.store.latest_version()
-        self.metrics.policy_version.set(0 if latest is None else latest.version)
-
-    def stored_batches(self) -> list[StoredBatch]:  # for tests
-        return list(self.store.batches_after(0))
 
     @property
     def open_windows(self) -> int:
         """Windows held open for late batches."""
-        return self._buffer.open_windows
+        return self._windows.open_windows
 
 
-__all__ = ["Engine", "IngestResult", "check_bounds"]
+__all__ = ["Engine", "IngestResult"]
