@@ -59,6 +59,53 @@ def test_every_route_documents_its_responses(app: Any) -> None:
             if op.get("security") or (path.startswith("/v1/") and method != "get"):
                 assert {"401", "403"} <= codes, (method, path)
     assert "bearer" in str(doc["components"]["securitySchemes"]).lower()
+    assert not any("400" in op["responses"] for ops in doc["paths"].values() for op in ops.values())
+
+
+AUTH_JSON = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+
+
+def test_a_body_that_cannot_be_parsed_is_a_documented_422_with_the_reason(app: Any) -> None:
+    """Found by schemathesis: JSON that is not UTF-8 was FastAPI's undocumented 400 with no
+    reason, on every route with a JSON body."""
+    c = TestClient(app)
+    tried = 0
+    for path, ops in app.openapi()["paths"].items():
+        for method, op in ops.items():
+            if "application/json" not in op.get("requestBody", {}).get("content", {}):
+                continue
+            r = c.request(method, path.replace("{regime}", "0"), content=b"\xc1\xbd", headers=AUTH_JSON)
+            assert r.status_code == 422, (method, path, r.text)
+            assert "not text in UTF-8" in r.json()["detail"], r.text
+            assert "422" in op["responses"], (method, path)
+            tried += 1
+    assert tried >= 4
+
+
+def test_a_reused_idempotency_key_is_a_documented_409(app: Any) -> None:
+    c = TestClient(app)
+    doc = app.openapi()["paths"]
+    import time
+
+    body = {"window_start": float(int(time.time()) // 60 * 60), "counts": {"keys": [1], "reads": [1]}}
+    key = {**AUTH_JSON, "Idempotency-Key": "openapi-409"}
+    assert c.post("/v1/ingest", json=body, headers=key).status_code == 200
+    body["counts"]["reads"] = [2]
+    r = c.post("/v1/ingest", json=body, headers=key)
+    assert r.status_code == 409 and "already used for another batch" in r.json()["detail"]
+    assert "409" in doc["/v1/ingest"]["post"]["responses"]
+    assert "409" in doc["/v1/ingest/counts"]["post"]["responses"]
+
+
+def test_reads_say_their_token_is_optional_unless_protected(app: Any, tmp_path: Path) -> None:
+    read = app.openapi()["paths"]["/v1/decisions"]["get"]
+    assert read["security"][0] == {} and len(read["security"]) == 2  # optional: reads are open
+    assert TestClient(app).get("/v1/decisions").status_code == 200
+    write = app.openapi()["paths"]["/v1/ingest"]["post"]
+    assert {} not in write["security"]
+    protected = create_app(settings_for(tmp_path, auth={"protect_reads": True}))
+    assert {} not in protected.openapi()["paths"]["/v1/decisions"]["get"]["security"]
+    protected.state.store.close()
 
 
 def test_api_conforms(api_schema: Any) -> None:

@@ -145,6 +145,25 @@ def test_bounds_come_from_settings(make_client) -> None:
     assert c.get("/v1/policies/1").json()["source"] == "default"
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("DELETE", "/v1/policies/0", "GET, PUT"),  # two routes on one path: both named
+        ("DELETE", "/v1/tuning-jobs", "GET, POST"),
+        ("POST", "/v1/policy", "GET"),  # the fast path's route too
+        ("GET", "/v1/ingest/counts", "POST"),
+        ("PATCH", "/v1/engine/mode", "PUT"),
+    ],
+)
+def test_a_405_names_every_method_the_path_serves(make_client, method: str, path: str, allow: str) -> None:
+    c = make_client()
+    r = c.request(method, path, headers=AUTH)
+    assert r.status_code == 405 and r.headers["allow"] == allow
+    assert r.json() == {"detail": "Method Not Allowed"}
+    for m in allow.split(", "):  # and each method named is served there
+        assert c.request(m, path, headers=AUTH).status_code != 405, m
+
+
 def test_detector_settings_reach_the_engines_detector(make_client) -> None:
     c = make_client(engine={"detector": {"max_regimes": 4, "dwell_s": 120.0}})
     params = c.app.state.engine.detector_state()["params"]

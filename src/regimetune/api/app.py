@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from regimetune import __version__
-from regimetune.api.auth import WriteTokenFirst
+from regimetune.api.auth import WriteTokenFirst, document_open_reads
 from regimetune.api.docs import install_offline_docs
 from regimetune.api.errors import BodyLimit, install_error_handlers
 from regimetune.api.metrics import IngestAccounting, Metrics
@@ -190,6 +190,8 @@ def create_app(
     install_offline_docs(app)
     for router in ROUTERS:
         app.include_router(router)
+    if not settings.auth.protect_reads:
+        document_open_reads(app)
     app.add_middleware(BodyLimit, limit=settings.ingest.max_body_bytes, prefixes=("/v1/ingest",))
     app.add_middleware(
         BodyLimit, limit=settings.tuning.max_upload_bytes, prefixes=("/v1/tuning-jobs/upload",)

@@ -63,7 +63,7 @@ def _buckets(body: IngestIn, n_buckets: int) -> dict[str, np.ndarray]:
     "",
     response_model=IngestAck,
     summary="Ingest per-key counts or raw events of a window (JSON, columnar arrays)",
-    responses=errors(*WRITE, 413),
+    responses=errors(*WRITE, 409, 413),
 )
 def ingest(
     body: IngestIn, engine: EngineDep, settings: SettingsDep, idempotency_key: IdempotencyKey = None
@@ -112,7 +112,7 @@ def ingest(
     "/counts",
     response_model=IngestAck,
     summary="Ingest per-key counts of a window (compact binary)",
-    responses=errors(*WRITE, 413, 415),
+    responses=errors(*WRITE, 409, 413, 415),
     openapi_extra={
         "requestBody": {
             "required": True,

@@ -58,7 +58,7 @@ def _with_progress(run: TuningRun, jobs: JobManager) -> TuningJob:
     status_code=202,
     summary="Tune on a trace on the server",
     dependencies=[WriteAccess],
-    responses=errors(*WRITE, 404),
+    responses=errors(*WRITE, 404, 409),
 )
 def submit(body: TuningJobIn, jobs: JobsDep) -> TuningJob:
     trace = jobs.resolve_trace(body.trace)
@@ -74,7 +74,7 @@ def submit(body: TuningJobIn, jobs: JobsDep) -> TuningJob:
     status_code=202,
     summary="Tune on an uploaded trace (raw body)",
     dependencies=[WriteAccess],
-    responses=errors(*WRITE, 413),
+    responses=errors(*WRITE, 409, 413),
     openapi_extra={
         "requestBody": {
             "required": True,
