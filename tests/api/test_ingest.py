@@ -327,6 +327,7 @@ def test_silence_holds_the_policy_and_says_so_and_an_idle_batch_is_not_silence(m
     assert "holding no policy yet" in ready.json()["detail"]["telemetry"]
     details = [d["detail"] for d in c.get("/v1/decisions").json()["items"]]
     assert sum("telemetry stale" in d for d in details) == 1  # said once, not every check
+    assert metric(c, 'regimetune_policy_changes_held_total{reason="stale_telemetry"}') == 1.0
     n_windows = len(windows(c))
     # a daemon that reports an idle window (no keys) is idle, not silent
     assert c.post("/v1/ingest", json=counts(0.2, []), headers=AUTH).status_code == 200

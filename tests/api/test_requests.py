@@ -150,6 +150,7 @@ def test_bounds_come_from_settings(make_client) -> None:
     [
         ("DELETE", "/v1/policies/0", "GET, PUT"),  # two routes on one path: both named
         ("DELETE", "/v1/tuning-jobs", "GET, POST"),
+        ("DELETE", "/v1/tuning-jobs/upload", "POST"),  # not the job "upload" of .../{job_id}
         ("POST", "/v1/policy", "GET"),  # the fast path's route too
         ("GET", "/v1/ingest/counts", "POST"),
         ("PATCH", "/v1/engine/mode", "PUT"),

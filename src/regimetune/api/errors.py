@@ -58,13 +58,18 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def allowed_methods(app: Any, scope: Scope) -> list[str]:
-    """Every method a route of ``app`` serves at the path of ``scope``, sorted."""
-    methods: set[str] = set()
-    for route in _leaves(app.router.routes):
-        served = getattr(route, "methods", None)
-        if served and route.matches(scope)[0] is not Match.NONE:
-            methods |= served
-    return sorted(methods)
+    """Every method ``app`` serves for the resource at the path of ``scope``, sorted: the
+    methods of the routes with the most specific path template that matches (the fewest
+    parameters: ``/v1/tuning-jobs/upload`` is not a job ``/v1/tuning-jobs/{job_id}``)."""
+    matching = [
+        r
+        for r in _leaves(app.router.routes)
+        if getattr(r, "methods", None) and r.matches(scope)[0] is not Match.NONE
+    ]
+    if not matching:
+        return []
+    best = min(matching, key=lambda r: len(r.param_convertors))
+    return sorted({m for r in matching if r.path == best.path for m in r.methods})
 
 
 def _leaves(routes: Iterable[Any]) -> Iterator[Any]:
