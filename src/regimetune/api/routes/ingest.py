@@ -14,6 +14,7 @@ from regimetune.api.routes._errors import WRITE, errors
 from regimetune.api.schemas import IngestAck, IngestIn
 from regimetune.control.engine import IngestResult
 from regimetune.models import InputError
+from regimetune.models.wire import COUNTS_MEDIA_TYPE, decode_counts
 
 router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[WriteAccess])
 IdempotencyKey = Annotated[
@@ -29,9 +30,6 @@ IdempotencyKey = Annotated[
 
 def _ack(res: IngestResult) -> IngestAck:
     return IngestAck(seq=res.seq, rows=res.rows, windows_closed=len(res.windows), duplicate=res.duplicate)
-
-
-COUNTS_MEDIA_TYPE = "application/x-regimetune-counts"
 
 
 def _array(values: Sequence[int] | Sequence[float], dtype: type[np.generic], name: str) -> np.ndarray:
@@ -135,17 +133,10 @@ async def ingest_counts(
         from fastapi import HTTPException
 
         raise HTTPException(415, f"send the body as {COUNTS_MEDIA_TYPE}")
-    blob = await request.body()
-    if len(blob) % 16:
-        raise InputError(f"body of {len(blob)} bytes is not a whole number of 16-byte key records")
-    n = len(blob) // 16
+    cols = decode_counts(await request.body())
+    n = len(cols["keys"])
     if n > settings.ingest.max_keys_per_batch:
         raise InputError(f"{n} keys in one batch; the limit is {settings.ingest.max_keys_per_batch}")
-    cols = {
-        "keys": np.frombuffer(blob, dtype="<u8", count=n, offset=0),
-        "reads": np.frombuffer(blob, dtype="<u4", count=n, offset=8 * n),
-        "writes": np.frombuffer(blob, dtype="<u4", count=n, offset=12 * n),
-    }
     from starlette.concurrency import run_in_threadpool
 
     res = await run_in_threadpool(
