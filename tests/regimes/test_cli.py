@@ -99,7 +99,9 @@ def test_series_of_a_river_dataset_prints_changes_with_rows_and_times(yearly: Pa
 
 def test_series_steps_follow_window_not_the_time_column(yearly: Path) -> None:
     a = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "30"]).output)
-    b = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "180"]).output)
+    b = json.loads(
+        runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "180"]).output
+    )
     # 180 s per row: a regime needs 5 rows instead of 30, so the yearly series shows more of them
     assert len(b["changes"]) > len(a["changes"])
     assert all(isinstance(c["at_window"], int) for c in b["changes"])
