@@ -14,8 +14,9 @@ import pytest
 from regimetune.api.jobs import read_checkpoint, run_tuning
 from regimetune.api.store import Store
 from regimetune.models import Objective, RunStatus, TuningRun
+from regimetune.regimes import OnlineRegimeDetector
 
-from .conftest import AUTH, TestClient, settings_for
+from .conftest import AUTH, SHORT_REGIME_S, TestClient, settings_for
 
 UPLOAD = {**AUTH, "Content-Type": "application/octet-stream"}
 
@@ -270,7 +271,8 @@ def test_a_job_starts_from_the_regimes_policies_and_must_beat_them(
     trace = tmp_path / "run.csv"
     trace.write_bytes(trace_bytes)
     current = {r: {"cache": cache} for r in range(4)}
-    out = run_tuning(str(trace), "cache", 6, "auto", window_s=10.0, current=current)
+    short = OnlineRegimeDetector(min_regime_s=SHORT_REGIME_S).to_state()  # a half-hour trace
+    out = run_tuning(str(trace), "cache", 6, "auto", window_s=10.0, current=current, detector_state=short)
     report = out["report"]
     assert report["warm_started"] and report["n_evaluations"] <= 6
     assert "current_held_out" in report["decision"]  # compared with the policies in force

@@ -7,6 +7,7 @@ import pytest
 
 from regimetune.collectors import GeneratorConfig, generate
 from regimetune.models import PRESETS, ConfigError, Policy, PolicyFile, PufferscaleWeights
+from regimetune.regimes import OnlineRegimeDetector
 from regimetune.tuner import RescaleConfig, Validation, tune
 from regimetune.tuner.rescale import CampaignSpec
 from regimetune.tuner.rescale.tuning import campaign_seeds, held_out_gate, params_from_weights
@@ -113,7 +114,8 @@ def test_a_warm_start_begins_at_the_last_tuned_weights_with_fewer_evaluations() 
 def test_a_cache_result_cannot_warm_start_a_weight_tuning() -> None:
     from regimetune.tuner import CacheConfig, Workload
 
-    work = Workload.from_batches(generate(GeneratorConfig(duration_s=600, seed=1, preset="classic")))
+    run = generate(GeneratorConfig(duration_s=600, seed=1, preset="classic"))
+    work = Workload.from_batches(run, detector=OnlineRegimeDetector(min_regime_s=300))
     cache = tune(work, "cache", config=CacheConfig(budget=3, sweep=()), workers=0)
     with pytest.raises(ConfigError, match="cannot warm-start"):
         tune(work, "rescale", warm_start=cache, workers=0)

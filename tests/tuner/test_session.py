@@ -12,6 +12,7 @@ import pytest
 from regimetune.collectors import GeneratorConfig, generate, write_events
 from regimetune.models import EventBatch
 from regimetune.models.regimes import RegimeHistory
+from regimetune.regimes import OnlineRegimeDetector
 from regimetune.tuner import (
     CacheConfig,
     CacheObjective,
@@ -41,7 +42,8 @@ def test_a_notebook_tunes_both_objectives_without_the_command_line(
     monkeypatch.chdir(tmp_path)
     capfd.readouterr()
 
-    work = Workload.read(tmp_path / "run1.csv")
+    # 25-minute runs: regimes of 5 minutes (the default 15 would leave one or none)
+    work = Workload.read(tmp_path / "run1.csv", detector=OnlineRegimeDetector(min_regime_s=300))
     cache = tune(work, "cache", config=CacheConfig(budget=8), workers=0)
     weights = tune(work, "rescale", config=RescaleConfig(budget=3, n_seeds=2), workers=0)
     for res, part in ((cache, "cache"), (weights, "weights")):
@@ -57,7 +59,7 @@ def test_a_notebook_tunes_both_objectives_without_the_command_line(
         tuned = {getattr(p, part) for p in res.candidates.values()}
         assert tuned != {type(next(iter(res.candidates.values()))).model_fields[part].default}
     again = tune(
-        Workload.read(tmp_path / "run2.csv"),
+        Workload.read(tmp_path / "run2.csv", detector=OnlineRegimeDetector(min_regime_s=300)),
         "cache",
         config=CacheConfig(budget=4),
         warm_start=cache,

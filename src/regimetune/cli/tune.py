@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from regimetune.cli.detect import DetectorParamOpt, online_detector
 from regimetune.cli.output import print_tables
 from regimetune.cli.traces import (
     ColumnsOpt,
@@ -191,6 +192,7 @@ def tune_cmd(
         int, typer.Option("--workers", min=0, help="Local processes for evaluations (0: in this process).")
     ] = 2,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the optimizer.")] = 0,
+    param: DetectorParamOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the policy file (JSON) here.")] = None,
     report: Annotated[
         Path | None,
@@ -258,6 +260,7 @@ def tune_cmd(
                 optimizer=optimizer,
                 seed=seed,
             )
+        detector = online_detector(window, None, param)  # checked before the trace is read
         with _bar(as_json) as prog:
             task = prog.add_task("reading", total=None)
             batches = []
@@ -267,7 +270,7 @@ def tune_cmd(
                 n += len(b)
                 prog.update(task, description=f"reading ({n:,} events)")
             prog.update(task, description="windows, regimes")
-            workload = Workload.from_batches(batches, window_s=window, name=str(trace))
+            workload = Workload.from_batches(batches, window_s=window, detector=detector, name=str(trace))
 
             def on_progress(done: int, total: int) -> None:
                 prog.update(task, description="tuning", completed=done, total=total)

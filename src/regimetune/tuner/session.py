@@ -2,8 +2,10 @@
 command line or the service.
 
 >>> from regimetune.collectors import GeneratorConfig, generate
+>>> from regimetune.regimes import OnlineRegimeDetector
 >>> from regimetune.tuner import CacheConfig, Workload, tune
->>> work = Workload.from_batches(generate(GeneratorConfig(duration_s=600, seed=1, preset="classic")))
+>>> run = generate(GeneratorConfig(duration_s=600, seed=1, preset="classic"))  # ten minutes:
+>>> work = Workload.from_batches(run, detector=OnlineRegimeDetector(min_regime_s=300))  # 5-min regimes
 >>> res = tune(work, "cache", config=CacheConfig(budget=6), workers=0)
 >>> res.objective.value, len(res.evaluations) <= 6, sorted(res.policy_file.regimes) == list(work.regime_ids)
 ('cache', True, True)

@@ -358,7 +358,11 @@ def tune_cache(
     lab, starts = workload.labels, workload.window_starts_s
     ids = workload.regime_ids
     if not ids:
-        raise InputError("no regime labels to tune for (all windows are unlabelled)")
+        raise InputError(
+            "no regime was confirmed in this trace, so there is no regime to tune a limit for: a level "
+            "is a regime once it has held the detector's min_regime_s (900 s by default); tune a longer "
+            "trace, or detect shorter regimes (regimetune tune ... --param min_regime_s=300)"
+        )
     limit_keys = None if config.max_limit is None else config.max_limit.resolve(trace.n_keys)
     unlimited = simulate(trace, CachePolicy(), cost=cost, value_size=config.value_size)
     held = holdout_windows(trace.n_windows, validation.holdout_for(Objective.CACHE))
