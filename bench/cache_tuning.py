@@ -2,10 +2,12 @@
 traces and on the real CloudPhysics trace, against the hand-set policies (Sevilla et al.:
 96% of the unlimited cache's efficiency with 7.6% of its time-averaged memory).
 
-For each trace: detect regimes online, tune with the default optimizer, budget and cost
-model (``CostModel()``, fixed in commit 10c6e61 before any of these runs), and compare with
-the unlimited cache, a static LRU sized to the memory budget, the paper's "100K then 10K"
-as written and scaled to the run's keyspace, a 100K LRU and the K-means suggestion:
+For each trace: prepare it as the service would (:class:`regimetune.tuner.Workload`: windows,
+regimes labelled by the policy in force), tune with :func:`regimetune.tuner.tune`'s default
+optimizer, budget and cost model (``CostModel()``, fixed in commit 10c6e61 before any of
+these runs), and compare with the baselines it simulates: the unlimited cache, a static LRU
+sized to the memory budget, the paper's "100K then 10K" as written and scaled to the run's
+keyspace, a 100K LRU and the K-means suggestion:
 efficiency over the miss-cost sweep, hit ratio relative to unlimited, memory (time-averaged
 and peak). Then, on the first generated trace, evaluations each optimizer needs to come
 within 1% of the best policy any of them found (median over seeds), and a warm-started
@@ -26,13 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from regimetune.collectors import GeneratorConfig, TraceSpec, generate, read_trace, window_frame
-from regimetune.models import CacheMode, CachePolicy
-from regimetune.models.errors import InputError
-from regimetune.regimes import OnlineRegimeDetector, paper_kmeans
-from regimetune.tuner.cache import CacheTrace, CostModel, simulate
-from regimetune.tuner.objectives import CacheObjective
-from regimetune.tuner.sessions import paper_baselines, tune_cache
+from regimetune.collectors import GeneratorConfig, TraceSpec, generate, read_trace
+from regimetune.tuner import CacheConfig, CacheObjective, CostModel, Workload, tune
 
 CLOUDPHYSICS = Path(__file__).resolve().parents[1].parent / "shared/data/cloudphysics/cloudPhysicsIO.csv"
 METHODS = ("Pounders", "NGOpt", "CMA", "RandomSearch")
@@ -42,36 +39,12 @@ KEEP = (
 )  # fmt: skip
 
 
-def problem(batches: list[Any], window_s: float = 10.0) -> dict[str, Any]:
-    """Trace, online regime labels, K-means switch and the baselines, as the service would."""
-    trace = CacheTrace.from_batches(batches, window_s=window_s)
-    frame = window_frame(batches, window_s=window_s)
-    hist = OnlineRegimeDetector().detect(frame)
-    labels = hist.online_labels if hist.online_labels is not None else hist.labels
-    third = sugg = None
-    try:
-        km = paper_kmeans(frame)
-        third, sugg = km.third_start_time, km.suggested_cache_keys
-    except InputError:
-        pass
-    unl = simulate(trace, CachePolicy())
-    base: dict[str, Any] = paper_baselines(third_start_s=third, suggested_keys=sugg, n_keys=trace.n_keys)
-    base["lru_budget"] = CachePolicy(mode=CacheMode.LRU, limit_keys=max(int(0.076 * unl.mean_keys), 1))
-    return {
-        "trace": trace,
-        "labels": np.asarray(labels),
-        "window_starts_s": np.asarray(frame["start"], dtype=np.float64),
-        "switch_time_s": third,
-        "suggested_keys": sugg,
-        "baselines": base,
-    }
-
-
 def compare(
-    name: str, prob: dict[str, Any], budget: int, seed: int, cost: CostModel | None = None
+    name: str, work: Workload, budget: int, seed: int, cost: CostModel | None = None
 ) -> tuple[dict[str, Any], Any]:
     t = time.perf_counter()
-    res = tune_cache(**prob, budget=budget, workers=0, seed=seed, cost=cost)
+    config = CacheConfig(budget=budget, seed=seed, cost=cost or CostModel())
+    res = tune(work, "cache", config=config, workers=0)
     tune_s = time.perf_counter() - t
     rep = res.report
     best, bases, sweep = rep["best"], rep["baselines"], rep["sweep"]
@@ -125,13 +98,15 @@ def compare(
     return row, res
 
 
-def evals_to_best(prob: dict[str, Any], budget: int, seeds: list[int]) -> dict[str, Any]:
+def evals_to_best(work: Workload, budget: int, seeds: list[int]) -> dict[str, Any]:
     """Evaluations each method needs to come within 1% of the best value any run found."""
     obj = CacheObjective()
     traces: dict[str, list[list[float]]] = {m: [] for m in METHODS}
     for m in METHODS:
         for s in seeds:
-            res = tune_cache(**prob, budget=budget, workers=0, seed=s, optimizer=m, sweep=())
+            res = tune(
+                work, "cache", config=CacheConfig(budget=budget, seed=s, optimizer=m, sweep=()), workers=0
+            )
             # values of the policies within the (hard) memory budget, in evaluation order
             traces[m].append(
                 [
@@ -186,12 +161,14 @@ def main() -> None:
     gens = [("parsplice seed 0", 0), ("parsplice seed 1", 1)][: 1 if args.quick else 2]
     runs, probs, results = [], {}, {}
     for name, seed in gens:
-        probs[name] = problem(list(generate(GeneratorConfig(preset="parsplice", seed=seed))))
+        probs[name] = Workload.from_batches(
+            generate(GeneratorConfig(preset="parsplice", seed=seed)), name=name
+        )
         row, results[name] = compare(name, probs[name], args.budget, 0)
         runs.append(row)
     cp = cloudphysics()
     if cp is not None and not args.quick:
-        probs["cloudphysics"] = problem(cp)
+        probs["cloudphysics"] = Workload.from_batches(cp, name="cloudphysics")
         row, _ = compare("cloudphysics", probs["cloudphysics"], args.budget, 0)
         runs.append(row)
     # a stressed store (no headroom, misses as costly as the compute): not the default, to
@@ -210,9 +187,8 @@ def main() -> None:
     if len(gens) > 1:  # re-tune the second trace of the same workload from the first's result
         second = gens[1][0]
         cold = results[second]
-        warm = tune_cache(
-            **probs[second], budget=args.budget // 4, workers=0, seed=0, warm_start=results[first], sweep=()
-        )
+        config = CacheConfig(budget=args.budget // 4, sweep=())
+        warm = tune(probs[second], "cache", config=config, workers=0, warm_start=results[first])
         out["warm_start"] = {
             "cold": {"evaluations": len(cold.evaluations), "objective": cold.report["best"]["objective"]},
             "warm": {"evaluations": len(warm.evaluations), "objective": warm.report["best"]["objective"]},

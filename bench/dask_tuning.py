@@ -1,7 +1,8 @@
 """Benchmark of cache tuning on a Dask cluster: one tuning job on 1 vs 2 workers.
 
 Generates a ParSplice-like run (``regimetune.collectors.generate``), windows it and labels
-its regimes once, then runs the same :func:`regimetune.tuner.sessions.tune_cache` job (same
+its regimes once (a :class:`regimetune.tuner.Workload`), then runs the same
+:func:`regimetune.tuner.tune` cache job (same
 seed, same budget; the timing includes scattering the trace to the workers) with its
 candidate evaluations on a local Dask cluster of 1 and of 2 worker processes
 (``distributed.LocalCluster``, one thread each, on 127.0.0.1), and inline as the reference.
@@ -24,30 +25,21 @@ import time
 
 from regimetune.collectors import GeneratorConfig, generate
 from regimetune.models import EventBatch
-from regimetune.tuner.sessions import tune_cache
+from regimetune.tuner import CacheConfig, Workload, tune
 
 
-def prepare(batches: list[EventBatch], window_s: float) -> dict:
-    """The trace and the online regime labels, once: the benchmark times the tuning itself."""
-    import numpy as np
-
-    from regimetune.collectors import window_frame
-    from regimetune.regimes import OnlineRegimeDetector
-    from regimetune.tuner.cache import CacheTrace
-
-    frame = window_frame(batches, window_s=window_s)
-    history = OnlineRegimeDetector().detect(frame)
-    labels = history.online_labels if history.online_labels is not None else history.labels
-    return {
-        "trace": CacheTrace.from_batches(batches, window_s=window_s),
-        "labels": np.asarray(labels),
-        "window_starts_s": np.asarray(frame["start"], dtype=np.float64),
-    }
+def prepare(batches: list[EventBatch], window_s: float) -> Workload:
+    """The trace and the regime in force per window, once: the benchmark times the tuning
+    itself (the trace's stack distances are computed here too)."""
+    work = Workload.from_batches(batches, window_s=window_s)
+    _ = work.cache_trace
+    return work
 
 
-def run(problem: dict, *, optimizer: str, budget: int, executor: str | None) -> dict:
+def run(problem: Workload, *, optimizer: str, budget: int, executor: str | None) -> dict:
     t0 = time.perf_counter()
-    res = tune_cache(**problem, optimizer=optimizer, budget=budget, executor=executor, workers=0, seed=0)
+    config = CacheConfig(optimizer=optimizer, budget=budget, seed=0)
+    res = tune(problem, "cache", config=config, executor=executor, workers=0)
     wall = time.perf_counter() - t0
     n = len(res.evaluations)
     return {

@@ -10,7 +10,9 @@ tunes the weights (``--skip-tuning`` to skip) on volatile commissions, volatile
 decommissions and stable decommissions: ``--tune-seeds`` tuning runs each, on
 ``--train-campaigns`` training campaigns with as many held-out ones for the gate; the chosen
 weights and every preset are then scored on ``--test-campaigns`` campaigns no run saw, and
-the verdict is the median over the tuning runs against the best preset there.
+the verdict is the median over the tuning runs against the best preset there. Each seed is
+then re-tuned with a quarter of the budget, warm-started from the previous seed's result,
+and compared with its cold run.
 
     nice .venv/bin/python bench/pufferscale.py --reps 20
 
@@ -26,7 +28,8 @@ import time
 import numpy as np
 
 from regimetune.models import PRESETS, Bucket, PufferscaleWeights, RescaleOperation
-from regimetune.tuner.rescale import CampaignSpec, plan_rescale, run_scenario, simulate_campaign, tune_weights
+from regimetune.tuner import RescaleConfig, TuningResult, Validation, tune
+from regimetune.tuner.rescale import CampaignSpec, plan_rescale, run_scenario, simulate_campaign
 
 PAPER_MS = 612.0
 SCENARIOS = {
@@ -106,9 +109,20 @@ def _mean_value(w: PufferscaleWeights, spec: CampaignSpec, seeds: range) -> floa
     return float(np.mean([simulate_campaign(w, spec, seed=s).value for s in seeds]))
 
 
-def _tune_one(spec: CampaignSpec, seed: int, budget: int, n_train: int, test: range) -> dict[str, object]:
+def _tune_one(
+    spec: CampaignSpec, seed: int, budget: int, n_train: int, test: range
+) -> tuple[dict[str, object], TuningResult]:
     t0 = time.perf_counter()
-    w, rep = tune_weights(spec, budget=budget, seed=seed, n_seeds=n_train, n_held_out=n_train)
+    # as many held-out campaigns as training ones: half of all held out
+    res = tune(
+        spec,
+        "rescale",
+        config=RescaleConfig(budget=budget, seed=seed, n_seeds=n_train),
+        validation=Validation(holdout=0.5),
+        workers=0,
+    )
+    rep = res.detail[0]
+    w = rep.weights
     cand_test = _mean_value(rep.candidate, spec, test)
     return {
         "seed": seed,
@@ -125,6 +139,34 @@ def _tune_one(spec: CampaignSpec, seed: int, budget: int, n_train: int, test: ra
         "test_chosen": cand_test if rep.adopted else _mean_value(w, spec, test),
         "evaluations": rep.n_evaluations,
         "seconds": time.perf_counter() - t0,
+    }, res
+
+
+def _warm(spec: CampaignSpec, results: list[TuningResult], budget: int, n_train: int) -> dict[str, object]:
+    """Re-tune each seed's campaigns from the previous seed's result (the same workload, new
+    campaigns) with a quarter of the budget; the warm candidate's training value over the
+    cold run's on the same campaigns (1.0: as good)."""
+    ratios, cold_n, warm_n = [], [], []
+    for seed in range(1, len(results)):
+        warm = tune(
+            spec,
+            "rescale",
+            config=RescaleConfig(budget=max(budget // 4, 1), seed=seed, n_seeds=n_train),
+            validation=Validation(holdout=0.5),
+            warm_start=results[seed - 1],
+            workers=0,
+        )
+        w, c = warm.detail[0], results[seed].detail[0]
+        ratios.append(w.candidate_value / c.candidate_value)
+        cold_n.append(c.n_evaluations)
+        warm_n.append(w.n_evaluations)
+    return {
+        "ratio_to_cold": ratios,
+        "median_ratio_to_cold": float(np.median(ratios)) if ratios else None,
+        "within_1pct": sum(r <= 1.01 for r in ratios),
+        "runs": len(ratios),
+        "evaluations_cold": cold_n,
+        "evaluations_warm": warm_n,
     }
 
 
@@ -143,10 +185,11 @@ def _tuning(budget: int, n_seeds: int, n_train: int, n_test: int) -> dict[str, d
             f"{'seed':>4} {'W_L':>6} {'W_D':>6} {'W_T':>6} {'train':>7} {'preset':>7} {'valid':>7} "
             f"{'incumb':>7} {'adopt':>5} {'test':>7} {'cand':>7} {'gain':>7}"
         )
-        runs = []
+        runs, results = [], []
         for seed in range(n_seeds):
-            r = _tune_one(spec, seed, budget, n_train, test)
+            r, res = _tune_one(spec, seed, budget, n_train, test)
             runs.append(r)
+            results.append(res)
             w = r["weights"]
             gain = 1 - float(r["test_chosen"]) / presets[best_name]  # type: ignore[arg-type]
             print(
@@ -175,6 +218,7 @@ def _tuning(budget: int, n_seeds: int, n_train: int, n_test: int) -> dict[str, d
             "beats_best_preset": test_chosen < presets[best_name],
             "adopted": sum(bool(r["adopted"]) for r in runs),
             "runs": runs,
+            "warm_start": _warm(spec, results, budget, n_train),
         }
         o = out[name]
         print(
@@ -184,6 +228,8 @@ def _tuning(budget: int, n_seeds: int, n_train: int, n_test: int) -> dict[str, d
             f"({100 * float(o['median_test_gain']):.1f}% gain); adopted {o['adopted']}/{n_seeds}",  # type: ignore[arg-type]
             flush=True,
         )
+        ws = o["warm_start"]
+        print(f"warm start (a quarter of the budget, from the previous seed's result): {ws}", flush=True)
     return out
 
 

@@ -20,6 +20,8 @@ with warnings.catch_warnings():  # starlette's TestClient warns about its httpx 
 
 TOKEN = "write-token-for-tests"
 READ_TOKEN = "read-token-for-tests"
+#: min_regime_s for services in tests: their traces last minutes, not the hours of a real run
+SHORT_REGIME_S = 300.0
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -27,7 +29,8 @@ def settings_for(tmp_path: Path, **over: Any) -> Any:
     base: dict[str, Any] = {
         "store": {"url": f"sqlite:///{tmp_path / 'rt.db'}"},
         "auth": {"write_tokens": [TOKEN], "read_tokens": [READ_TOKEN]},
-        "engine": {"window_s": 60.0, "detector": {}},
+        # the tests replay half an hour or so of a run: regimes of 5 minutes give them several
+        "engine": {"window_s": 60.0, "detector": {"min_regime_s": SHORT_REGIME_S}},
         "ingest": {"apply": "sync", "allowed_lateness_windows": 0},  # a window closes when a later one comes
         "push": {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "poll_interval_s": 0.02},
     }

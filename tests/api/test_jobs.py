@@ -14,8 +14,9 @@ import pytest
 from regimetune.api.store import SqlStore
 from regimetune.control.jobs import read_checkpoint, run_tuning
 from regimetune.models import Objective, RunStatus, TuningRun
+from regimetune.regimes import OnlineRegimeDetector
 
-from .conftest import AUTH, TestClient, settings_for
+from .conftest import AUTH, SHORT_REGIME_S, TestClient, settings_for
 
 UPLOAD = {**AUTH, "Content-Type": "application/octet-stream"}
 
@@ -241,7 +242,39 @@ def test_a_rescale_job_counts_each_evaluation_as_it_completes(trace_bytes, tmp_p
     trace.write_bytes(trace_bytes)
     progress = tmp_path / "progress.jsonl"
     out = run_tuning(str(trace), "rescale", 3, "auto", window_s=60.0, checkpoint=str(progress))
-    per_regime = [r["evaluations"] for r in out["report"].values()]
+    per_regime = [r["evaluations"] for r in out["report"]["regimes"].values()]
     assert per_regime and all(n >= 3 for n in per_regime)
+    assert out["report"]["n_evaluations"] == sum(per_regime)  # what the job records
     assert count_lines(progress) >= 3 * len(per_regime)
     assert read_checkpoint(progress) == []  # progress lines are not evaluations to resume from
+
+
+def test_a_job_starts_from_the_regimes_policies_and_must_beat_them(
+    make_client, trace_bytes, tmp_path
+) -> None:
+    """The service hands a job its policies per regime: the search starts from them (a warm
+    start) and a tuned policy replaces one only if it beats it on held-apart data."""
+    seen: list[Any] = []
+
+    def runner(trace: str, objective: str, budget: int, *a: object, **k: Any) -> dict:
+        seen.append(k["current"])
+        return {"policy_file": {"regimes": {}}, "report": {}}
+
+    c = make_client(tuning={"executor": "thread", "upload_dir": str(tmp_path / "work")})
+    c.app.state.jobs.runner = runner
+    cache = {"mode": "lru", "limit_keys": 300}
+    assert c.put("/v1/policies/1", json={"cache": cache}, headers=AUTH).status_code == 200
+    c.app.state.jobs.wait(upload(c, b"ts,key\n1,2\n", "a.csv")["id"], timeout=30)
+    assert seen and seen[0][1]["cache"] == {**seen[0][1]["cache"], **cache}
+    assert seen[0][1]["source"] == "operator"
+
+    trace = tmp_path / "run.csv"
+    trace.write_bytes(trace_bytes)
+    current = {r: {"cache": cache} for r in range(4)}
+    short = OnlineRegimeDetector(min_regime_s=SHORT_REGIME_S).to_state()  # a half-hour trace
+    out = run_tuning(str(trace), "cache", 6, "auto", window_s=10.0, current=current, detector_state=short)
+    report = out["report"]
+    assert report["warm_started"] and report["n_evaluations"] <= 6
+    assert "current_held_out" in report["decision"]  # compared with the policies in force
+    for pol in out["policy_file"]["regimes"].values():  # each one tuned, or the current one kept
+        assert report["decision"]["push"] or pol["cache"] == {**pol["cache"], **cache}

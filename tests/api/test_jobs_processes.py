@@ -22,12 +22,13 @@ UPLOAD = {**AUTH, "Content-Type": "application/octet-stream"}
 
 
 def start(tmp: Path, port: int):
-    from .conftest import TOKEN
+    from .conftest import SHORT_REGIME_S, TOKEN
 
     env = {
         "REGIMETUNE_STORE__URL": f"sqlite:///{tmp / 'service.db'}",
         "REGIMETUNE_AUTH__WRITE_TOKENS": json.dumps([TOKEN]),
         "REGIMETUNE_ENGINE__WINDOW_S": "10",
+        "REGIMETUNE_ENGINE__DETECTOR": json.dumps({"min_regime_s": SHORT_REGIME_S}),
         "REGIMETUNE_TUNING__EXECUTOR": "process",
         "REGIMETUNE_TUNING__UPLOAD_DIR": str(tmp / "work"),
     }

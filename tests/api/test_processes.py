@@ -16,7 +16,7 @@ import pytest
 from regimetune.cli.demo import free_port, spawn, stop, wait_ready
 from regimetune.client.ingest import IngestClient
 
-from .conftest import TOKEN
+from .conftest import SHORT_REGIME_S, TOKEN
 
 pytestmark = pytest.mark.slow
 BACKEND_TOKEN = "backend-token-for-tests"
@@ -44,7 +44,7 @@ def start_service(
         "REGIMETUNE_STORE__URL": f"sqlite:///{tmp / 'service.db'}",
         "REGIMETUNE_AUTH__WRITE_TOKENS": json.dumps([TOKEN]),
         "REGIMETUNE_ENGINE__WINDOW_S": "60",
-        "REGIMETUNE_ENGINE__DETECTOR": json.dumps({}),
+        "REGIMETUNE_ENGINE__DETECTOR": json.dumps({"min_regime_s": SHORT_REGIME_S}),
         "REGIMETUNE_PUSH__BACKOFF_BASE_S": "0.05",
         "REGIMETUNE_PUSH__BACKOFF_MAX_S": "0.5",  # the default cap is 30 s: outages here are shorter
         "REGIMETUNE_PUSH__POLL_INTERVAL_S": "0.05",

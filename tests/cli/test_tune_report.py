@@ -22,11 +22,10 @@ from typer.testing import CliRunner
 
 from regimetune.cli.main import app
 from regimetune.collectors import read_trace
-from regimetune.models import EventBatch
-from regimetune.reports import RecordingDetector, regime_color
-from regimetune.reports.tune import NOT_COMPUTED, binding_note, cache_tune_report
+from regimetune.reports import regime_color
+from regimetune.reports.tune import DEFAULT_ROW, NOT_COMPUTED, binding_note, cache_tune_report
 from regimetune.reports.tune_charts import miss_ratio_curves
-from regimetune.tuner.sessions import tune_cache_batches
+from regimetune.tuner import CacheConfig, Workload, tune
 
 runner = CliRunner()
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*(?!["']?(?:data:|#))|https?://|url\(\s*(?!["']?data:)""")
@@ -155,17 +154,17 @@ def test_every_cache_table_has_its_rows(cache_report: tuple[Path, dict]) -> None
     windows = out["trace"]["regime_windows"]
     assert policy.count("<tr>") - 1 == len(windows) + ("none yet (default)" in policy)
     settings = tables["what the tuning assumed"]
-    assert "<td>objective: memory_budget</td><td>0.076</td>" in settings
+    assert "<td>target: memory_budget</td><td>0.076</td>" in settings
     assert f"<td>evaluations</td><td>{out['n_evaluations']}</td>" in settings
 
 
 def test_the_report_says_when_the_efficiency_target_never_binds(cache_report: tuple[Path, dict]) -> None:
     html, out = cache_report[0].read_text(), cache_report[1]
     effs = [out["best"]["efficiency"], *(r["efficiency"] for r in out["baselines"].values())]
-    binds = min(effs) < out["objective"]["efficiency_target"]
+    binds = min(effs) < out["target"]["efficiency_target"]
     if "binds" not in out:  # else the tuning's own notes are shown (below)
         assert ("the efficiency constraint never binds" in html) is (not binds)
-    report = {"objective": {"efficiency_target": 0.96}, "best": {"efficiency": 0.97}, "baselines": {}}
+    report = {"target": {"efficiency_target": 0.96}, "best": {"efficiency": 0.97}, "baselines": {}}
     assert "never binds" in binding_note(report)
     report["baselines"] = {"lru_100k": {"efficiency": 0.9}}
     assert binding_note(report) == ""
@@ -173,7 +172,7 @@ def test_the_report_says_when_the_efficiency_target_never_binds(cache_report: tu
 
 def test_the_tunings_own_binding_notes_and_push_decision_are_shown() -> None:
     report = {
-        "objective": {"efficiency_target": 0.96},
+        "target": {"efficiency_target": 0.96},
         "best": {"efficiency": 0.99},
         "baselines": {},
         "binds": {"notes": ["the memory budget never binds: <every> policy fits"]},
@@ -200,19 +199,14 @@ def test_the_sweep_is_drawn_or_marked_not_computed(cache_report: tuple[Path, dic
 
 
 @pytest.fixture(scope="module")
-def tuned(regimes_trace: Path) -> tuple[object, RecordingDetector, EventBatch]:
-    batches = list(read_trace(regimes_trace))
-    det = RecordingDetector()
-    return (
-        tune_cache_batches(batches, window_s=10.0, budget=6, workers=0, detector=det),
-        det,
-        EventBatch.concat(batches),
-    )
+def tuned(regimes_trace: Path) -> tuple[object, Workload]:
+    work = Workload.from_batches(read_trace(regimes_trace), window_s=10.0)
+    return tune(work, "cache", config=CacheConfig(budget=6), workers=0), work
 
 
 def test_a_sweep_in_the_result_is_drawn_and_its_absence_said(tuned: tuple) -> None:
-    result, det, events = tuned
-    args = {"frame": det.frame_, "labels": det.history_.online_labels, "ts": events.ts, "keys": events.key}
+    result, work = tuned
+    args = {"frame": work.frame, "labels": work.labels, "ts": work.events.ts, "keys": work.events.key}
     without = dataclasses.replace(result, report={k: v for k, v in result.report.items() if k != "sweep"})
     html = cache_tune_report(without, title="t", **args)
     assert tuple(_charts(html)) == CACHE_CHARTS and NOT_COMPUTED in html
@@ -243,18 +237,24 @@ def test_the_rescale_report_shows_weights_and_campaign_scores(rescale_report: tu
     tables = _tables(html)
     weights = next(t for c, t in tables.items() if c.startswith("the weights in force per regime"))
     train = next(t for c, t in tables.items() if "on the tuning campaigns" in c)
-    assert weights.count("<tr>") - 1 == len(out) == train.count("<tr>") - 1
-    for rid, rep in out.items():
+    regimes = out["regimes"]
+    assert weights.count("<tr>") - 1 == len(regimes) == train.count("<tr>") - 1
+    assert out["objective"] == "rescale" and out["n_evaluations"] == sum(
+        r["evaluations"] for r in regimes.values()
+    )
+    for rid, rep in regimes.items():
+        name = DEFAULT_ROW if rid == "-1" else rid  # the default ran before the first regime
         in_force = "tuned" if rep["adopted"] else f"preset {rep['incumbent']}"
-        assert f"<td>{rid}</td><td>{rep['weights']['w_load']:.3g}</td>" in weights
+        assert f"<td>{name}</td><td>{rep['weights']['w_load']:.3g}</td>" in weights
         assert f"<td>{in_force}</td>" in weights
-        assert f"<td>{rid}</td><td>{rep['candidate_value']:.4g}</td>" in train
-        assert f"<li>regime {rid}: {escape(rep['reason'])}</li>" in html
+        assert f"<td>{name}</td><td>{rep['candidate_value']:.4g}</td>" in train
+        assert f"<li>{'regime ' + rid if rid != '-1' else DEFAULT_ROW}: {escape(rep['reason'])}</li>" in html
     held = [t for c, t in tables.items() if "never seen by the tuning" in c]
-    if any(rep["candidate_held_out_value"] is not None for rep in out.values()):
-        assert len(held) == 1 and held[0].count("<tr>") - 1 == len(out)
-        for rid, rep in out.items():
-            assert f"<td>{rid}</td><td>{rep['candidate_held_out_value']:.4g}</td>" in held[0]
+    if any(rep["candidate_held_out_value"] is not None for rep in regimes.values()):
+        assert len(held) == 1 and held[0].count("<tr>") - 1 == len(regimes)
+        for rid, rep in regimes.items():
+            name = DEFAULT_ROW if rid == "-1" else rid
+            assert f"<td>{name}</td><td>{rep['candidate_held_out_value']:.4g}</td>" in held[0]
     else:
         assert held == []
 

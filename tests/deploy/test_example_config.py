@@ -135,4 +135,4 @@ def test_the_detector_section_is_the_detectors_own_parameters(
     with pytest.raises(ConfigError, match=r"engine\.detector: match_p must be a probability"):
         load_settings(engine={"detector": {"match_p": 2.0}})
     with pytest.raises(ConfigError, match=r"engine\.detector: min_regime_s must be at least dwell_s"):
-        load_settings(engine={"detector": {"dwell_s": 600.0}})
+        load_settings(engine={"detector": {"dwell_s": 1000.0, "min_regime_s": 900.0}})

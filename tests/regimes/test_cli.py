@@ -24,7 +24,9 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_json_output_lists_segments_and_changes(trace: Path, tmp_path: Path) -> None:
     state = tmp_path / "det.json"
-    res = runner.invoke(app, ["detect", str(trace), "--json", "--state", str(state)])
+    # a 15-minute trace: regimes of at least 5 minutes (the default, 15, would leave none)
+    args = ["detect", str(trace), "--json", "--state", str(state), "--param", "min_regime_s=300"]
+    res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["mode"] == "online" and out["windows"] == 90  # the default window is 10 s
@@ -32,7 +34,8 @@ def test_json_output_lists_segments_and_changes(trace: Path, tmp_path: Path) -> 
     assert segs[0]["start_window"] == 0 and segs[-1]["end_window"] == 90
     assert all(a["end_window"] == b["start_window"] for a, b in itertools.pairwise(segs))
     assert out["changes"][0]["from_id"] is None
-    assert json.loads(state.read_text())["format_version"] == FORMAT_VERSION
+    saved = json.loads(state.read_text())
+    assert saved["format_version"] == FORMAT_VERSION and saved["params"]["min_regime_s"] == 300.0
 
 
 def test_paper_mode_reports_the_third_regime_and_plots(trace: Path, tmp_path: Path) -> None:
@@ -83,21 +86,23 @@ def yearly(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_series_of_a_river_dataset_prints_changes_with_rows_and_times(yearly: Path) -> None:
-    res = runner.invoke(app, ["detect", str(yearly), "--series", "--json"])
+    res = runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "30"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert out["rows"] == 105 and out["columns"] == ["employment"] and out["window_s"] == 10.0
+    assert out["rows"] == 105 and out["columns"] == ["employment"] and out["window_s"] == 30.0
     first = out["changes"][0]
     assert first["from_id"] is None and first["at_window"] == 0 and first["at_time"] == "1913-01-01T00:00:00"
-    # one row a year is one step: a regime lasts at least min_regime_s = 30 rows = 30 years
+    # one row a year is one step of 30 s: a regime lasts at least min_regime_s = 900 s = 30 rows
     for seg in out["segments"]:
         assert seg["n_rows"] >= 30 or seg is out["segments"][-1]
 
 
 def test_series_steps_follow_window_not_the_time_column(yearly: Path) -> None:
-    a = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json"]).output)
-    b = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "60"]).output)
-    # 60 s per row: a regime needs 5 rows instead of 30, so the yearly series shows more of them
+    a = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "30"]).output)
+    b = json.loads(
+        runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "180"]).output
+    )
+    # 180 s per row: a regime needs 5 rows instead of 30, so the yearly series shows more of them
     assert len(b["changes"]) > len(a["changes"])
     assert all(isinstance(c["at_window"], int) for c in b["changes"])
 

@@ -127,7 +127,7 @@ def test_an_edge_window_is_rated_by_the_time_it_covers() -> None:
 def test_durations_are_seconds_not_windows() -> None:
     p = DetectorParams()
     k10, k60 = p.kernel(window_s=10.0, n_features=6), p.kernel(window_s=60.0, n_features=6)
-    assert (k10.min_regime, k60.min_regime) == (30, 5)
+    assert (k10.min_regime, k60.min_regime) == (90, 15)
     assert k10.dwell == 3 and k60.dwell == 2  # never below two windows
 
 
@@ -137,7 +137,7 @@ def test_series_rows_are_windows_and_changes_are_row_indices() -> None:
     assert [(c.from_id, c.to_id, c.at_window) for c in h.changes] == [(None, 0, 0), (0, 1, 100)]
     # one row = one window of step_s: a coarser step needs fewer rows to make a regime
     assert detect_series(x[:125], step_s=60.0).changes[-1].at_window == pytest.approx(100, abs=1)
-    assert len(detect_series(x[:125]).changes) == 1  # 25 rows of 10 s < min_regime_s
+    assert len(detect_series(x[:125]).changes) == 1  # 25 rows of 10 s < min_regime_s (90 rows)
 
 
 def test_a_saved_state_continues_exactly(tmp_path: Path) -> None:
@@ -195,6 +195,21 @@ def test_a_state_is_strict_json_even_with_missing_values() -> None:
     text = json.dumps(det.to_state(), allow_nan=False)
     again = OnlineRegimeDetector.from_state(json.loads(text))
     assert json.dumps(again.to_state(), allow_nan=False) == text
+
+
+@pytest.mark.parametrize("min_regime_s", [300.0, 900.0])
+def test_a_flat_level_founds_its_regime_once_it_has_held_min_regime(min_regime_s: float) -> None:
+    # white noise around one level: the line through it must not "move" by chance, or the
+    # regime waits for a lucky window (the rise of a fitted line has variance ~12 v / n)
+    det = OnlineRegimeDetector(window_s=10.0, min_regime_s=min_regime_s)
+    kp = DetectorParams(min_regime_s=min_regime_s).kernel(window_s=10.0, n_features=3)
+    bound = kp.min_regime + kp.dwell
+    founded = []
+    for seed in range(20):
+        x = 5.0 + np.random.default_rng(seed).normal(0.0, 0.2, size=(3 * kp.min_regime, 3))
+        first = det.clone().detect_array(x).changes[0]
+        founded.append(first.confirmed_window)
+    assert sum(f <= bound for f in founded) >= 18, founded
 
 
 def test_the_parameters_load_without_the_kernel() -> None:

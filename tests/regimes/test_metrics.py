@@ -68,7 +68,7 @@ def test_score_of_a_detector_run() -> None:
     det = OnlineRegimeDetector(window_s=10.0)
     s = metrics.score(det.detect(frame), frame)
     assert s.n_true == 2 and s.f1 == 1.0 and s.ari > 0.95
-    # a new level is a regime once it has held min_regime_s (30 windows of 10 s)
+    # a new level is a regime once it has held min_regime_s (90 windows of 10 s)
     assert 0 <= s.median_delay <= det._kp.min_regime + det._kp.dwell and not math.isnan(s.median_delay)
 
 

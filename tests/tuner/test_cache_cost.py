@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regimetune.models import CacheMode, CachePolicy, InputError
+from regimetune.models import CacheMode, CachePolicy, InputError, Policy, PolicyFile
+from regimetune.tuner import CacheConfig, Validation, Workload, tune
 from regimetune.tuner.cache import CacheTrace, CostModel, simulate
 from regimetune.tuner.cache.limits import KeyLimit
+from regimetune.tuner.cache.session import holdout_windows, paper_baselines
 from regimetune.tuner.objectives import CacheObjective, memory_fraction
-from regimetune.tuner.sessions import holdout_windows, paper_baselines, tune_cache
 
 RATE = 50
 
@@ -26,6 +27,15 @@ def scan_trace(seed: int = 0, n_scan: int = 200, n_hot: int = 10, span_s: int = 
     trace = CacheTrace.from_arrays(ts=ts, keys=np.concatenate([scan, hot]), window_s=10.0)
     starts = np.arange(0, 2 * span_s, 10.0)
     return trace, starts, (starts >= span_s).astype(np.int64)
+
+
+def scan_workload(seed: int = 0) -> Workload:
+    trace, starts, labels = scan_trace(seed)
+    return Workload(labels=labels, window_starts_s=starts, trace=trace)
+
+
+def tune_cache(work: Workload, validation: Validation | None = None, **config) -> object:
+    return tune(work, "cache", config=CacheConfig(**config), validation=validation, workers=0)
 
 
 # --- the cost model -------------------------------------------------------------------------
@@ -93,53 +103,51 @@ def test_paper_policy_scaled_to_the_keyspace():
 @pytest.mark.parametrize("budget_frac", [0.02, 0.1, 0.5])
 @pytest.mark.parametrize("optimizer", ["Pounders", "OnePlusOne"])
 def test_returned_policy_never_exceeds_the_memory_budget(budget_frac, optimizer):
-    trace, starts, labels = scan_trace()
     obj = CacheObjective(efficiency_target=0.99, memory_budget=budget_frac)
     res = tune_cache(
-        trace, labels=labels, window_starts_s=starts, objective=obj, budget=12, workers=0,
-        optimizer=optimizer, cost=CostModel(miss_cost=1.0), sweep=(),
-    )  # fmt: skip
-    assert memory_fraction(res.best, res.unlimited) <= budget_frac
+        scan_workload(),
+        objective=obj,
+        budget=12,
+        optimizer=optimizer,
+        cost=CostModel(miss_cost=1.0),
+        sweep=(),
+    )
+    assert memory_fraction(res.detail.best, res.detail.unlimited) <= budget_frac
     assert res.report["best"]["fits_memory"] == 1.0
 
 
 def test_limits_stay_within_max_limit():
-    trace, starts, labels = scan_trace()
-    res = tune_cache(
-        trace, labels=labels, window_starts_s=starts, budget=15, workers=0, max_limit="2%", sweep=(),
-        objective=CacheObjective(memory_budget=1.0),
-    )  # fmt: skip
-    cap = KeyLimit.parse("2%").resolve(trace.n_keys)
+    work = scan_workload()
+    res = tune_cache(work, budget=15, max_limit="2%", sweep=(), objective=CacheObjective(memory_budget=1.0))
+    cap = KeyLimit.parse("2%").resolve(work.cache_trace.n_keys)
     assert all(p.cache.limit_keys <= cap for p in res.policy_file.regimes.values())
     assert res.report["max_limit_keys"] == cap
 
 
 def test_sweep_and_binding_report():
-    trace, starts, labels = scan_trace()
     res = tune_cache(
-        trace, labels=labels, window_starts_s=starts, budget=15, workers=0,
-        objective=CacheObjective(efficiency_target=0.95, memory_budget=0.6),
+        scan_workload(), budget=15, objective=CacheObjective(efficiency_target=0.95, memory_budget=0.6),
         cost=CostModel(miss_cost=0.5), sweep=(0.0, 0.5, 2.0),
     )  # fmt: skip
     sw = res.report["sweep"]
     assert list(sw) == ["0", "0.5", "2"]
-    assert sw["0.5"]["tuned"] == pytest.approx(res.best.efficiency)
+    assert sw["0.5"]["tuned"] == pytest.approx(res.detail.best.efficiency)
     effs = [sw[m]["tuned"] for m in sw]
     assert effs == sorted(effs, reverse=True) and effs[-1] < effs[0]
     for m in sw:  # the tuned policy is no better than the unlimited cache at any miss cost
         assert sw[m]["tuned"] <= sw[m]["unlimited"] + 1e-12
-    assert res.report["binds"]["efficiency"] is True
+    assert res.report["binds"]["efficiency"] is True and res.binds["efficiency"] is True
     row = res.report["baselines"]["unlimited"]
     assert row["hit_ratio_vs_unlimited"] == 1.0 and row["memory_fraction"] == 1.0
+    assert set(res.baselines) == {"tuned", *res.report["baselines"]}
+    assert res.baselines["tuned"]["efficiency"] == res.report["best"]["efficiency"]
+    # the static LRU sized to the memory budget is a baseline, and fits it
+    assert res.report["baselines"]["lru_budget"]["fits_memory"] == 1.0
 
 
 def test_report_says_when_the_efficiency_target_never_binds():
-    trace, starts, labels = scan_trace()
-    res = tune_cache(
-        trace, labels=labels, window_starts_s=starts, budget=10, workers=0, sweep=(),
-        cost=CostModel(miss_cost=0.0, store_ops_s=1e9),
-    )  # fmt: skip
-    assert res.best.efficiency == 1.0
+    res = tune_cache(scan_workload(), budget=10, sweep=(), cost=CostModel(miss_cost=0.0, store_ops_s=1e9))
+    assert res.detail.best.efficiency == 1.0
     assert res.report["binds"]["efficiency"] is False
     assert any("never binds" in n for n in res.report["binds"]["notes"])
 
@@ -150,10 +158,16 @@ def test_holdout_windows_are_blocks_apart_from_tuning():
     assert not holdout_windows(100, 0.0).any()
 
 
+def _lru(n: int) -> PolicyFile:
+    """A current policy file: an ``n``-key LRU for regime 0 and by default."""
+    pol = Policy(cache=CachePolicy(mode=CacheMode.LRU, limit_keys=n), source="operator")
+    return PolicyFile(default=pol, regimes={0: pol.model_copy(update={"regime_id": 0})})
+
+
 def test_policy_that_loses_on_held_apart_windows_is_kept_back():
     """Tuning windows cycle 10 keys; held-apart windows scan 200: the small limit (at most 50
     keys) the tuning windows call for loses there to a current 200-key LRU, so it is not
-    pushed."""
+    adopted and the current policy stays in the policy file."""
     n_win = 240
     held = holdout_windows(n_win, 0.25)
     keys = []
@@ -161,47 +175,41 @@ def test_policy_that_loses_on_held_apart_windows_is_kept_back():
         keys.append(np.arange(w * 500, (w + 1) * 500) % 200 if held[w] else 1000 + np.arange(500) % 10)
     ts = np.arange(n_win * 500) / RATE
     trace = CacheTrace.from_arrays(ts=ts, keys=np.concatenate(keys), window_s=10.0)
-    starts = np.arange(n_win) * 10.0
-    labels = np.zeros(n_win, dtype=np.int64)
+    work = Workload(
+        labels=np.zeros(n_win, dtype=np.int64), window_starts_s=np.arange(n_win) * 10.0, trace=trace
+    )
     kw = dict(
-        labels=labels, window_starts_s=starts, budget=12, workers=0, sweep=(), max_limit=50,
-        objective=CacheObjective(efficiency_target=0.9, memory_budget=1.0), cost=CostModel(miss_cost=1.0),
+        budget=12, sweep=(), max_limit=50, objective=CacheObjective(efficiency_target=0.9, memory_budget=1.0),
+        cost=CostModel(miss_cost=1.0),
     )  # fmt: skip
-    current = CachePolicy(mode=CacheMode.LRU, limit_keys=200)
-    res = tune_cache(trace, current=current, **kw)
-    assert res.best_params["limit_0"] < 200
+    res = tune_cache(work, Validation(current=_lru(200)), **kw)
+    assert res.candidates[0].cache.limit_keys < 200
     assert res.push is False and "kept back" in res.report["decision"]["reason"]
-    # against a current policy that is worse everywhere, the tuned one is pushed
-    res2 = tune_cache(trace, current=CachePolicy(mode=CacheMode.LRU, limit_keys=1), **kw)
-    assert res2.push is True
+    assert not res.verdicts[0].adopted and res.verdicts[0].tuned_held_out > res.verdicts[0].current_held_out
+    assert (
+        res.policy_file.regimes[0].cache.limit_keys == 200 and res.policy_file.regimes[0].source == "operator"
+    )
+    # against a current policy that is worse everywhere, the tuned one is adopted
+    res2 = tune_cache(work, Validation(current=_lru(1)), **kw)
+    assert res2.push is True and res2.policy_file.regimes[0] == res2.candidates[0]
+    # a gain asked for beyond reach keeps the current policy
+    res3 = tune_cache(work, Validation(current=_lru(1), min_gain=0.999), **kw)
+    assert res3.push is False and res3.policy_file.regimes[0].cache.limit_keys == 1
 
 
 def test_warm_start_needs_fewer_evaluations_on_a_second_trace():
-    obj = CacheObjective(efficiency_target=0.95, memory_budget=0.6)
-    cost = CostModel(miss_cost=0.5)
-    t1, s1, l1 = scan_trace(seed=1)
-    first = tune_cache(
-        t1, labels=l1, window_starts_s=s1, objective=obj, cost=cost, budget=30, workers=0, sweep=()
+    kw = dict(
+        objective=CacheObjective(efficiency_target=0.95, memory_budget=0.6), cost=CostModel(miss_cost=0.5)
     )
-    t2, s2, l2 = scan_trace(seed=2)
-    cold = tune_cache(
-        t2, labels=l2, window_starts_s=s2, objective=obj, cost=cost, budget=30, workers=0, sweep=()
-    )
-    warm = tune_cache(
-        t2,
-        labels=l2,
-        window_starts_s=s2,
-        objective=obj,
-        cost=cost,
-        budget=8,
-        workers=0,
-        sweep=(),
-        warm_start=first,
-    )
-    cold_v = obj.value(obj.of(cold.best, cold.unlimited))
-    warm_v = obj.value(obj.of(warm.best, warm.unlimited))
+    first = tune_cache(scan_workload(seed=1), budget=30, sweep=(), **kw)
+    second = scan_workload(seed=2)
+    cold = tune_cache(second, budget=30, sweep=(), **kw)
+    warm = tune(second, "cache", config=CacheConfig(budget=8, sweep=(), **kw), warm_start=first, workers=0)
     assert warm.report["warm_started"] and len(warm.evaluations) < len(cold.evaluations)
-    assert warm_v <= cold_v * 1.01
+    assert warm.report["best_value"] <= cold.report["best_value"] * 1.01
+    # the warm start began where the first tuning ended
+    for r in (0, 1):
+        assert warm.evaluations[0].params[f"limit_{r}"] == first.candidates[r].cache.limit_keys
 
 
 def test_byte_hit_ratio_weighs_requests_by_size():

@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 from regimetune.models import ConfigError, TuningError
+from regimetune.tuner import CacheConfig, CostModel, Workload
+from regimetune.tuner import tune as tune_api
 from regimetune.tuner.cache import CacheTrace, StoreModel
 from regimetune.tuner.objectives import CacheObjective
 from regimetune.tuner.optim import Param, Space, minimize
 from regimetune.tuner.optim.executors import check_executor_spec, is_dask_address, open_executor
-from regimetune.tuner.sessions import tune_cache
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 STORE = StoreModel(capacity_ops_s=10.0, buffer_s=0.0)
@@ -41,18 +42,11 @@ def three_regime_trace() -> tuple[CacheTrace, np.ndarray, np.ndarray]:
 
 def tune(executor=None, workers: int = 0, optimizer: str = "Pounders", budget: int = 24):
     trace, starts, labels = three_regime_trace()
-    return tune_cache(
-        trace,
-        labels=labels,
-        window_starts_s=starts,
-        objective=OBJ,
-        store=STORE,
-        optimizer=optimizer,
-        budget=budget,
-        executor=executor,
-        workers=workers,
-        seed=0,
+    config = CacheConfig(
+        objective=OBJ, cost=CostModel.from_store(STORE), optimizer=optimizer, budget=budget, seed=0
     )
+    work = Workload(labels=labels, window_starts_s=starts, trace=trace)
+    return tune_api(work, "cache", config=config, executor=executor, workers=workers)
 
 
 def fingerprint(res) -> tuple:

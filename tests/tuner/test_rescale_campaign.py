@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 
 from regimetune.models import PRESETS, InputError, PufferscaleWeights
+from regimetune.tuner import RescaleConfig, Validation, tune
 from regimetune.tuner.rescale.campaign import CampaignSpec, run_scenario, simulate_campaign
-from regimetune.tuner.rescale.tuning import params_from_weights, tune_weights, weights_from_params
+from regimetune.tuner.rescale.tuning import params_from_weights, weights_from_params
+
+NO_HOLDOUT = Validation(holdout=0.0)
 
 SMALL = CampaignSpec(n_buckets=256, min_servers=4, max_servers=32, warmup=5, operations=10)
 
@@ -90,9 +93,12 @@ def test_tuning_contrasting_campaigns_beats_every_preset() -> None:
     found = {}
     for name, spec in (("growth", volatile_growth), ("shrink", stable_shrink)):
         # on one training campaign (the held-out gate may keep the preset: tested elsewhere)
-        _, rep = tune_weights(spec, budget=16, seed=0, n_seeds=1, n_held_out=0)
-        w = rep.candidate
-        assert rep.candidate_value < min(rep.preset_values.values())
+        res = tune(
+            spec, "rescale", config=RescaleConfig(budget=16, n_seeds=1), validation=NO_HOLDOUT, workers=0
+        )
+        rep = res.detail[0]
+        w = res.candidates[0].weights
+        assert w == rep.candidate and rep.candidate_value < min(rep.preset_values.values())
         assert max(w.w_load, w.w_data) == pytest.approx(1.0)
         found[name] = w
     a, b = found["growth"], found["shrink"]

@@ -12,6 +12,8 @@ from regimetune.collectors import GeneratorConfig, generate, write_events
 from regimetune.models import PolicyFile
 
 runner = CliRunner()
+#: the trace lasts 15 minutes: regimes of 5 (the default, 15, would confirm none)
+SHORT = ["--param", "min_regime_s=300"]
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +26,8 @@ def small_trace(tmp_path_factory):
 def test_tune_cache_writes_a_policy_file_and_a_report(small_trace, tmp_path):
     out = tmp_path / "policy.json"
     res = runner.invoke(
-        app, ["tune", str(small_trace), "--budget", "12", "--workers", "0", "--out", str(out), "--json"]
+        app,
+        ["tune", str(small_trace), *SHORT, "--budget", "12", "--workers", "0", "--out", str(out), "--json"],
     )
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout.strip().splitlines()[-1])
@@ -38,7 +41,7 @@ def test_tune_cache_writes_a_policy_file_and_a_report(small_trace, tmp_path):
 
 
 def test_tune_prints_a_table(small_trace):
-    res = runner.invoke(app, ["tune", str(small_trace), "--budget", "4", "--workers", "0"])
+    res = runner.invoke(app, ["tune", str(small_trace), *SHORT, "--budget", "4", "--workers", "0"])
     assert res.exit_code == 0, res.output
     assert "tuned" in res.stdout and "100K -> 10K" in res.stdout
 
@@ -55,7 +58,7 @@ def test_tune_prints_a_table(small_trace):
     ],
 )
 def test_bad_options_exit_2_with_one_line(small_trace, args, message):
-    res = runner.invoke(app, ["tune", str(small_trace), *args])
+    res = runner.invoke(app, ["tune", str(small_trace), *SHORT, *args])
     assert res.exit_code == 2
     assert message in res.stderr and "Traceback" not in res.output
 
@@ -63,7 +66,7 @@ def test_bad_options_exit_2_with_one_line(small_trace, args, message):
 def test_tune_cost_model_options_reach_the_report(small_trace):
     res = runner.invoke(
         app,
-        ["tune", str(small_trace), "--budget", "8", "--workers", "0", "--json", "--miss-cost", "0.3",
+        ["tune", str(small_trace), *SHORT, "--budget", "8", "--workers", "0", "--json", "--miss-cost", "0.3",
          "--store-headroom", "2", "--max-limit", "5%", "--holdout", "0.2"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -76,7 +79,7 @@ def test_tune_cost_model_options_reach_the_report(small_trace):
 
 
 def test_tune_prints_the_sweep_and_the_decision(small_trace):
-    res = runner.invoke(app, ["tune", str(small_trace), "--budget", "4", "--workers", "0"])
+    res = runner.invoke(app, ["tune", str(small_trace), *SHORT, "--budget", "4", "--workers", "0"])
     assert res.exit_code == 0, res.output
     assert "miss cost" in res.stdout and ("push:" in res.stdout or "do not push:" in res.stdout)
 
@@ -85,6 +88,20 @@ def test_tune_prints_the_sweep_and_the_decision(small_trace):
     ("args", "message"), [(["--max-limit", "lots"], "key limit"), (["--miss-cost", "-1"], "--miss-cost")]
 )
 def test_bad_cost_options_exit_2(small_trace, args, message):
-    res = runner.invoke(app, ["tune", str(small_trace), "--budget", "2", "--workers", "0", *args])
+    res = runner.invoke(app, ["tune", str(small_trace), *SHORT, "--budget", "2", "--workers", "0", *args])
     assert res.exit_code == 2
     assert message in res.output and "Traceback" not in res.output
+
+
+def test_a_trace_without_a_confirmed_regime_says_what_to_do(small_trace):
+    res = runner.invoke(app, ["tune", str(small_trace), "--budget", "2", "--workers", "0"])
+    assert res.exit_code == 2
+    assert "no regime was confirmed" in res.stderr and "--param min_regime_s" in res.stderr
+
+
+@pytest.mark.parametrize("param", ["nope=3", "min_regime_s", "min_regime_s=soon", "dwell_s=-1"])
+def test_a_bad_detector_parameter_exits_2_before_reading_the_trace(tmp_path, param):
+    missing = tmp_path / "never-read.csv"  # checked first: the file's absence is not the error
+    res = runner.invoke(app, ["tune", str(missing), "--param", param])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "never-read.csv" not in res.stderr, res.stderr

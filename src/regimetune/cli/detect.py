@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -34,6 +34,22 @@ from regimetune.models import (
     WindowFrame,
 )
 from regimetune.reports.page import segment_cells
+
+if TYPE_CHECKING:
+    from regimetune.regimes import OnlineRegimeDetector
+
+#: ``--param NAME=VALUE``: one detector parameter, for every command that detects regimes.
+DetectorParamOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--param",
+        metavar="NAME=VALUE",
+        help="Set one parameter of the online regime detector (repeatable), e.g. --param "
+        "min_regime_s=300. Names: regime_s, dwell_s, min_regime_s, match_p, noise_half_life_s, "
+        "noise_clip, noise_floor, drift_half_life_s, growth_lag_s, max_regimes, features, candidates "
+        "(durations in seconds; the README's detector section says what each means).",
+    ),
+]
 
 
 def _counted(batches: Iterable[EventBatch], prog: Any) -> Iterator[EventBatch]:
@@ -139,6 +155,7 @@ def detect_cmd(
         int | None,
         typer.Option("--k", min=1, help="Number of regimes (paper mode: default 4; online: the most kept)."),
     ] = None,
+    param: DetectorParamOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a figure (.png/.svg/.pdf) like the paper's Figure 7.")
     ] = None,
@@ -164,16 +181,18 @@ def detect_cmd(
 ) -> None:
     """Detect the workload regimes of a trace and print its segments."""
     from regimetune.collectors import window_frame
-    from regimetune.regimes import OnlineRegimeDetector, paper_kmeans
+    from regimetune.regimes import paper_kmeans
     from regimetune.regimes.plot import plot_regimes
 
     with fail_cleanly():
         if not window > 0:
             raise ConfigError(f"--window must be positive, got {window}")
+        if paper and param:
+            raise ConfigError("--param sets the online detector; --paper has only --k")
         if series:
             if paper or plot is not None or report is not None:
                 raise ConfigError("--series detects with the online detector and prints or --json only")
-            _detect_series(trace, window=window, k=k, as_json=as_json, state=state)
+            _detect_series(trace, window=window, k=k, params=param, as_json=as_json, state=state)
             return
         if paper and state is not None:
             raise ConfigError("--state saves the online detector; it does not apply to --paper")
@@ -217,11 +236,7 @@ def detect_cmd(
             }
             title = f"{trace.name}: paper K-means, K={r.k}"
         else:
-            det = (
-                OnlineRegimeDetector(window_s=window)
-                if k is None
-                else OnlineRegimeDetector(window_s=window, max_regimes=k)
-            )
+            det = online_detector(window, k, param)
             h = det.detect(frame)
             segments, changes, labels = h.segments, h.changes, h.labels
             centroids = _segment_points(frame, segments)
@@ -264,17 +279,22 @@ def detect_cmd(
             console.print(f"saved detector state to {state}", highlight=False)
 
 
-def _detect_series(trace: Path, *, window: float, k: int | None, as_json: bool, state: Path | None) -> None:
+def online_detector(window: float | None, k: int | None, params: list[str] | None) -> OnlineRegimeDetector:
+    """The online detector for ``--window``, ``--k`` and ``--param NAME=VALUE`` overrides."""
+    from regimetune.regimes import DetectorParams, OnlineRegimeDetector
+
+    fixed: dict[str, Any] = {"window_s": window} | ({} if k is None else {"max_regimes": k})
+    return OnlineRegimeDetector.from_params(DetectorParams.from_assignments(params or [], **fixed))
+
+
+def _detect_series(
+    trace: Path, *, window: float, k: int | None, params: list[str] | None, as_json: bool, state: Path | None
+) -> None:
     """``detect --series``: regimes of a CSV series, each row one window of ``window`` s."""
     from regimetune.collectors.series import read_series
-    from regimetune.regimes import OnlineRegimeDetector
 
     s = read_series(trace)
-    det = (
-        OnlineRegimeDetector(window_s=window)
-        if k is None
-        else OnlineRegimeDetector(window_s=window, max_regimes=k)
-    )
+    det = online_detector(window, k, params)
     h = det.detect_array(s.values, names=s.names)
     changes = [
         {

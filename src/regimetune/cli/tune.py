@@ -1,9 +1,9 @@
 """``regimetune tune``: tune a storage service's knobs per regime on a recorded trace.
 
-``--objective cache`` (this module) tunes a key limit per detected regime and the two-phase
-switch point by exact cache simulation, prints the tuned policy beside the paper's hand-set
-baselines and writes a policy file. ``--objective rescale`` hands over to
-``regimetune.tuner.rescale.session.tune_rescale``.
+The trace becomes a :class:`regimetune.tuner.Workload` and :func:`regimetune.tuner.tune`
+tunes it: ``--objective cache`` a key limit per detected regime and the two-phase switch
+point, ``--objective rescale`` the Pufferscale weights per regime. This module only reads the
+options, prints the tuned policy beside the baselines and writes the policy file and report.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from regimetune.cli.detect import DetectorParamOpt, online_detector
 from regimetune.cli.output import print_tables
 from regimetune.cli.traces import (
     ColumnsOpt,
@@ -39,6 +40,7 @@ _BASELINE_LABELS = {
     "kmeans_suggestion": "K-means",
     "lru_scaled": "LRU 10K scaled",
     "two_phase_scaled": "100K -> 10K scaled",
+    "lru_budget": "LRU at the memory budget",
     "tuned": "tuned",
 }
 
@@ -83,7 +85,7 @@ def _print_cache_report(report: dict[str, Any], out: Path | None) -> None:
     else:
         switch = f"when the cache holds {best['high_watermark_keys']:,} keys"
     limits = ", ".join(f"regime {r}: {n:,} keys" for r, n in sorted(best["limits"].items()))
-    obj = report["objective"]
+    obj = report["target"]
     con.print(
         f"tuned policy: unlimited, then per-regime LRU limits {switch}; {limits}\n"
         f"target: efficiency >= {obj['efficiency_target']}, memory <= {obj['memory_budget'] * 100:.1f}% "
@@ -177,15 +179,20 @@ def tune_cmd(
         ),
     ] = None,
     holdout: Annotated[
-        float,
+        float | None,
         typer.Option(
-            "--holdout", min=0.0, max=0.5, help="Share of windows held apart to validate the tuned policy."
+            "--holdout",
+            min=0.0,
+            max=0.5,
+            help="Share of the data held apart to validate the tuned policy: windows (cache; default "
+            "0.25) or campaigns (rescale; default 0.5).",
         ),
-    ] = 0.25,
+    ] = None,
     workers: Annotated[
         int, typer.Option("--workers", min=0, help="Local processes for evaluations (0: in this process).")
     ] = 2,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the optimizer.")] = 0,
+    param: DetectorParamOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the policy file (JSON) here.")] = None,
     report: Annotated[
         Path | None,
@@ -215,39 +222,45 @@ def tune_cmd(
         )  # fmt: skip
         if report is not None and report.suffix.lower() not in (".html", ".htm"):
             raise ConfigError(f"--report must end in .html, got {report.name!r}")
-        if objective == "rescale":
-            recorder = _recorder(report)
-            rescaled = _tune_rescale(
-                trace, opts, budget=budget, optimizer=optimizer, seed=seed, out=out, as_json=as_json,
-                detector=recorder,
-            )  # fmt: skip
-            if report is not None:
-                from regimetune.reports.tune import write_rescale_tune_report
-
-                title = f"{trace.name}: rescaling weights per regime"
-                write_rescale_tune_report(report, rescaled, detector=recorder, title=title)
-                _say_report(report, as_json)
-            return
-        if objective != "cache":
+        if objective not in ("cache", "rescale"):
             raise ConfigError(f"--objective must be 'cache' or 'rescale', got {objective!r}")
         if not window > 0:
             raise ConfigError(f"--window must be positive, got {window}")
-        from regimetune.tuner.cache import CostModel
-        from regimetune.tuner.objectives import CacheObjective
-        from regimetune.tuner.sessions import tune_cache_batches
+        from regimetune.tuner import (
+            CacheConfig,
+            CacheObjective,
+            CostModel,
+            RescaleConfig,
+            Validation,
+            Workload,
+            tune,
+        )
+        from regimetune.tuner.cache.limits import KeyLimit
 
-        obj = CacheObjective(
-            efficiency_target=_fraction("--efficiency-target", efficiency_target),
-            memory_budget=_fraction("--memory-budget", memory_budget, closed_low=True),
-            efficiency_weight=efficiency_weight,
-            memory_weight=memory_weight,
-        )
-        cost = CostModel(
-            miss_cost=miss_cost,
-            store_headroom=store_headroom,
-            store_ops_s=store_ops,
-            buffer_s=CostModel().buffer_s if store_buffer is None else store_buffer,
-        )
+        config: CacheConfig | RescaleConfig
+        if objective == "rescale":
+            config = RescaleConfig(budget=budget, optimizer=optimizer, seed=seed)
+        else:
+            config = CacheConfig(
+                objective=CacheObjective(
+                    efficiency_target=_fraction("--efficiency-target", efficiency_target),
+                    memory_budget=_fraction("--memory-budget", memory_budget, closed_low=True),
+                    efficiency_weight=efficiency_weight,
+                    memory_weight=memory_weight,
+                ),
+                cost=CostModel(
+                    miss_cost=miss_cost,
+                    store_headroom=store_headroom,
+                    store_ops_s=store_ops,
+                    buffer_s=CostModel().buffer_s if store_buffer is None else store_buffer,
+                ),
+                value_size=value_size,
+                max_limit=None if max_limit is None else KeyLimit.parse(max_limit),
+                budget=budget,
+                optimizer=optimizer,
+                seed=seed,
+            )
+        detector = online_detector(window, None, param)  # checked before the trace is read
         with _bar(as_json) as prog:
             task = prog.add_task("reading", total=None)
             batches = []
@@ -256,44 +269,76 @@ def tune_cmd(
                 batches.append(b)
                 n += len(b)
                 prog.update(task, description=f"reading ({n:,} events)")
-            prog.update(task, description="windows, regimes, stack distances")
+            prog.update(task, description="windows, regimes")
+            workload = Workload.from_batches(batches, window_s=window, detector=detector, name=str(trace))
 
             def on_progress(done: int, total: int) -> None:
                 prog.update(task, description="tuning", completed=done, total=total)
 
-            result = tune_cache_batches(
-                batches, window_s=window, trace_name=str(trace), objective=obj, optimizer=optimizer,
-                budget=budget, workers=workers, cost=cost, value_size=value_size, seed=seed,
-                progress=on_progress, max_limit=max_limit, holdout=holdout,
+            result = tune(
+                workload, objective, config=config, validation=Validation(holdout=holdout), workers=workers,
+                progress=on_progress,
             )  # fmt: skip
             if report is not None:
-                from regimetune.reports.tune import write_cache_tune_report
-
                 prog.update(task, description="report")
-                title = f"{trace.name}: cache limits per regime"
-                write_cache_tune_report(report, result, batches=batches, window_s=window, title=title)
+                _write_report(report, result, workload, trace.name)
         if out is not None:
             out.write_text(result.policy_file.model_dump_json(indent=2) + "\n")
         if as_json:
             typer.echo(json.dumps(result.report, default=str))
-        else:
+        elif objective == "cache":
             _print_cache_report(result.report, out)
-        if report is not None:
-            _say_report(report, as_json)
+        else:
+            _print_rescale_report(result.report, out)
+        if report is not None and not as_json:
+            Console().print(f"wrote the report to {report}", highlight=False)
 
 
-def _recorder(report: Path | None) -> Any:
-    """The online detector, recording its regimes for the report (``None``: tuning's own)."""
-    if report is None:
-        return None
-    from regimetune.reports import RecordingDetector
+def _write_report(path: Path, result: Any, workload: Any, name: str) -> None:
+    from regimetune.reports.tune import write_cache_tune_report, write_rescale_tune_report
 
-    return RecordingDetector()
+    if result.objective.value == "cache":
+        write_cache_tune_report(path, result, workload=workload, title=f"{name}: cache limits per regime")
+    else:
+        write_rescale_tune_report(
+            path, result, workload=workload, title=f"{name}: rescaling weights per regime"
+        )
 
 
-def _say_report(report: Path, quiet: bool) -> None:
-    if not quiet:
-        Console().print(f"wrote the report to {report}", highlight=False)
+def _print_rescale_report(report: dict[str, Any], out: Path | None) -> None:
+    con = Console()
+    t = Table(title="Pufferscale weights per regime", title_justify="left")
+    for col in ("regime", "W_L", "W_D", "W_T", "objective", "best preset", "gain", "held-out gain"):
+        t.add_column(col, justify="right")
+    regimes = report["regimes"]
+    for r, rep in regimes.items():
+        w, best = rep["weights"], rep["best_preset"]
+        held, presets = rep["held_out_value"], rep["held_out_preset_values"]
+        held_gain = (
+            f"{100 * (1 - held / min(presets.values())):.1f}%"
+            if held is not None and presets
+            else "not measured"
+        )
+        t.add_row(
+            _regime_label(r),
+            f"{w['w_load']:.3g}",
+            f"{w['w_data']:.3g}",
+            f"{w['w_time']:.3g}",
+            f"{rep['value']:.4g}",
+            f"{best} {rep['preset_values'][best]:.4g}",
+            f"{100 * rep['improvement_over_best_preset']:.1f}%",
+            held_gain,
+        )
+    print_tables(con, t)
+    for r, rep in regimes.items():
+        con.print(f"{_regime_label(r)}: {rep['reason']}", highlight=False)
+    if out is not None:
+        con.print(f"wrote the policy file to {out}", highlight=False)
+
+
+def _regime_label(r: Any) -> str:
+    """A regime's name in the tables; label -1 is the default, in force before the first regime."""
+    return "default (before the first regime)" if int(r) < 0 else f"regime {r}"
 
 
 def _bar(quiet: bool) -> Progress:
@@ -306,18 +351,6 @@ def _bar(quiet: bool) -> Progress:
         transient=True,
         disable=quiet or not Console(stderr=True).is_terminal,
     )
-
-
-def _tune_rescale(trace: Path, opts: Any, **kwargs: Any) -> Any:
-    """Dispatch to the rescale engineer's session (imported lazily)."""
-    try:
-        from regimetune.tuner.rescale.session import tune_rescale
-    except ImportError as exc:
-        raise ConfigError(
-            "--objective rescale is not available yet (regimetune.tuner.rescale.session.tune_rescale "
-            "is missing)"
-        ) from exc
-    return tune_rescale(trace, trace_options=opts, **kwargs)
 
 
 def register(app: typer.Typer) -> None:

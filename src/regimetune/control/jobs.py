@@ -71,80 +71,66 @@ def run_tuning(
     executor: str | None = None,
     checkpoint: str | None = None,
     resume: list[dict[str, Any]] | None = None,
+    current: dict[int, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run one tuning session on a trace file (in a worker) and return the policy file and
-    the report as JSON data: the cache limits per regime
-    (:func:`~regimetune.tuner.sessions.tune_cache_batches`) or the Pufferscale weights per
-    regime (:func:`~regimetune.tuner.rescale.session.tune_rescale`).
+    """Run one tuning session on a trace file (in a worker) with :func:`regimetune.tuner.tune`
+    and return the policy file and the report as JSON data: the cache limits or the
+    Pufferscale weights per regime.
 
     The trace's windows go through a detector restored from the service's own detector
     state (when given), so the tuned policies are keyed by the regime ids the service uses.
-    ``executor`` (a Dask scheduler address) runs the candidate evaluations; without it they
-    run here. A cache job appends each evaluation to ``checkpoint`` (JSON lines) and starts
-    from the evaluations in ``resume``; a rescale job starts over.
+    ``current`` (the service's policies per regime) is where the search starts and what a
+    tuned policy must beat on held-apart data to replace it. ``executor`` (a Dask scheduler
+    address) runs the candidate evaluations; without it they run here. A cache job appends
+    each evaluation to ``checkpoint`` (JSON lines) and starts from the evaluations in
+    ``resume``; a rescale job starts over.
     """
     from regimetune.collectors import read_trace
     from regimetune.regimes import OnlineRegimeDetector
-    from regimetune.tuner.sessions import DEFAULT_OPTIMIZER, tune_cache_batches
+    from regimetune.tuner import CacheConfig, RescaleConfig, Validation, Workload, tune
+    from regimetune.tuner.config import DEFAULT_OPTIMIZER
 
     detector = OnlineRegimeDetector.from_state(detector_state) if detector_state else None
     chosen = DEFAULT_OPTIMIZER if optimizer == "auto" else optimizer
-    if objective == Objective.RESCALE.value:
-        return _run_rescale(
-            trace,
-            budget,
-            chosen,
-            window_s=window_s,
-            detector=detector,
-            executor=executor,
-            progress=checkpoint,
-        )
-    if objective != Objective.CACHE.value:
+    if objective not in (Objective.CACHE.value, Objective.RESCALE.value):
         raise TuningError(f"unknown tuning objective {objective!r}")
+    work = Workload.from_batches(
+        read_trace(trace), window_s=window_s, detector=detector, name=Path(trace).name
+    )
+    config = (CacheConfig if objective == Objective.CACHE.value else RescaleConfig)(
+        budget=budget, optimizer=chosen
+    )
+    in_force = PolicyFile.model_validate({"regimes": current}) if current else None
+    before: dict[str, Any] = {"validation": Validation(current=in_force), "warm_start": in_force}
+    if objective == Objective.RESCALE.value:
+        return _run_rescale(work, config, executor=executor, progress=checkpoint, **before)
     with _Checkpoint(checkpoint) as record:
-        result = tune_cache_batches(
-            read_trace(trace),
-            window_s=window_s,
-            trace_name=Path(trace).name,
-            detector=detector,
-            optimizer=chosen,
-            budget=budget,
+        result = tune(
+            work,
+            objective,
+            config=config,
             executor=executor,
             workers=0,  # without a cluster: this job is already one worker of the pool
             resume=[Evaluation.model_validate(e) for e in resume or []],
             on_evaluation=record,
+            **before,
         )
     return {"policy_file": result.policy_file.model_dump(mode="json"), "report": result.report}
 
 
 def _run_rescale(
-    trace: str,
-    budget: int,
-    optimizer: str,
-    *,
-    window_s: float,
-    detector: Any,
-    executor: str | None,
-    progress: str | None = None,
+    work: Any, config: Any, *, executor: str | None, progress: str | None, **before: Any
 ) -> dict[str, Any]:
     """A rescale job; without a cluster its evaluations run here through a
     :class:`_CountingExecutor`, which appends a line to ``progress`` as each completes."""
     import contextlib
 
+    from regimetune.tuner import tune
     from regimetune.tuner.optim.executors import open_executor
-    from regimetune.tuner.rescale.session import tune_rescale
 
     with open_executor(executor) if executor else contextlib.nullcontext(_CountingExecutor(progress)) as pool:
-        res = tune_rescale(
-            trace,
-            budget=budget,
-            optimizer=optimizer,
-            window_s=window_s,
-            detector=detector,
-            show=False,
-            executor=pool,
-        )
-    return {"policy_file": res.policy_file.model_dump(mode="json"), "report": res.report_json()}
+        res = tune(work, Objective.RESCALE, config=config, executor=pool, **before)
+    return {"policy_file": res.policy_file.model_dump(mode="json"), "report": res.report}
 
 
 class _CountingExecutor(Executor):
@@ -407,6 +393,7 @@ class JobManager:
                 optimizer,
                 window_s=self.window_s,
                 detector_state=state,
+                current={r: p.model_dump(mode="json") for r, p in self.store.regime_policies().items()},
                 **self._runner_options(run.id, dask, resume),
             )
         except RuntimeError as exc:  # a pool that broke between the check and the submit

@@ -31,7 +31,8 @@ class StoredBatch:
 
 class JobStore(Protocol):
     """What the tuning-jobs runner keeps: the runs, and where the store lives (each store's
-    uploads and checkpoints get their own directory)."""
+    uploads and checkpoints get their own directory); and what it reads: the regimes'
+    policies, where a job's search starts and what it must beat."""
 
     @property
     def location(self) -> str:
@@ -46,6 +47,10 @@ class JobStore(Protocol):
 
     def jobs(self, *, limit: int = 100) -> list[TuningRun]:
         """Newest first."""
+        ...
+
+    def regime_policies(self) -> dict[int, Policy]:
+        """The newest policy of every regime."""
         ...
 
 

@@ -353,7 +353,9 @@ def _match(
 @njit(cache=True, nogil=True, inline="always")
 def _moves(s: KernelState, p: KernelParams, sums: np.ndarray, noise: np.ndarray) -> bool:
     """Does a segment's line move from its start to its end farther than a regime match
-    tolerates (a hidden change, or a burst at one end, has not been cut off yet)?"""
+    tolerates (a hidden change, or a burst at one end, has not been cut off yet)? Under
+    white noise of variance v the fitted line's rise over ``n`` windows has variance
+    ``12 v (n - 1) / (n (n + 1))``, about ``12 v / n``: that is the null it is judged by."""
     chi2 = 0.0
     for j in range(sums.shape[0]):
         n, su, suu, sy, suy = sums[j, 0], sums[j, 1], sums[j, 2], sums[j, 3], sums[j, 4]
@@ -361,7 +363,7 @@ def _moves(s: KernelState, p: KernelParams, sums: np.ndarray, noise: np.ndarray)
         if n < 2.0 or det <= 1e-9 * n * suu:
             continue
         moved = (n * suy - su * sy) / det * (n - 1.0)
-        white = _variance(p, noise, sums, j) * 4.0 / min(n, p.match_n)
+        white = _variance(p, noise, sums, j) * 12.0 / min(n, p.match_n)
         chi2 += moved * moved / max(white, 2.0 * s.level_var[j])
     return chi2 > p.match_chi2
 

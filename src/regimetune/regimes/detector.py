@@ -347,7 +347,7 @@ def detect_series(
 ) -> RegimeHistory:
     """Regimes of a numeric series (rows are steps, columns features): each row is one
     window of ``step_s`` seconds, so the detector's durations count rows (``min_regime_s``
-    300 s = 30 rows at the default 10 s).
+    900 s = 90 rows at the default 10 s).
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]

@@ -7,12 +7,13 @@ statistic needs) for a given window length.
 >>> p = DetectorParams()
 >>> k10, k60 = p.kernel(window_s=10.0, n_features=6), p.kernel(window_s=60.0, n_features=6)
 >>> k10.min_regime, k60.min_regime
-(30, 5)
+(90, 15)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +77,7 @@ class DetectorParams:
 
     regime_s: float = 1800.0
     dwell_s: float = 30.0
-    min_regime_s: float = 300.0
+    min_regime_s: float = 900.0
     match_p: float = 0.01
     noise_half_life_s: float = 600.0
     noise_clip: float = 3.0
@@ -131,6 +132,35 @@ class DetectorParams:
         if "features" in d:
             d["features"] = tuple(d["features"])
         return cls(**d)
+
+    @classmethod
+    def from_assignments(cls, items: Iterable[str], **fixed: Any) -> DetectorParams:
+        """Parameters from ``NAME=VALUE`` strings (a command line's ``--param``), each value
+        read as its field's type (``features`` as comma-separated names), then ``fixed``.
+
+        >>> DetectorParams.from_assignments(["min_regime_s=300", "features=log_reads"]).min_regime_s
+        300.0
+        """
+        defaults = cls()
+        d: dict[str, Any] = {}
+        for item in items:
+            name, sep, text = item.partition("=")
+            name = name.strip()
+            if not sep or not hasattr(defaults, name):
+                raise InputError(
+                    f"--param takes NAME=VALUE with NAME one of {[f.name for f in fields(cls)]}, got {item!r}"
+                )
+            default = getattr(defaults, name)
+            try:
+                if isinstance(default, tuple):
+                    d[name] = tuple(v.strip() for v in text.split(",") if v.strip())
+                elif isinstance(default, int) and not isinstance(default, bool):
+                    d[name] = int(text)
+                else:
+                    d[name] = float(text)
+            except ValueError:
+                raise InputError(f"--param {name} takes a number, got {text!r}") from None
+        return cls.from_dict(d | fixed)
 
     def windows(self, seconds: float, window_s: float) -> int:
         """A duration in windows of ``window_s`` (at least :data:`MIN_WINDOWS`)."""

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from regimetune.reports.detect import detect_report, write_detect_report
     from regimetune.reports.page import HtmlTable, figure_html, render_page, since_start
     from regimetune.reports.tune import cache_tune_report, rescale_tune_report
-    from regimetune.reports.tune_data import RecordingDetector
 
 _WHERE = {
     "figure_data_uri": "charts",
@@ -32,7 +31,6 @@ _WHERE = {
     "since_start": "page",
     "cache_tune_report": "tune",
     "rescale_tune_report": "tune",
-    "RecordingDetector": "tune_data",
 }
 
 
@@ -41,7 +39,6 @@ __getattr__ = lazy_attributes(__name__, _WHERE)
 
 __all__ = [
     "HtmlTable",
-    "RecordingDetector",
     "cache_tune_report",
     "detect_report",
     "figure_data_uri",

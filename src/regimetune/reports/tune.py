@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from regimetune.models import EventBatch, InputError, WindowFrame
+from regimetune.models import InputError, WindowFrame
 from regimetune.regimes.plot import time_axis
 from regimetune.reports import tune_charts
 from regimetune.reports.charts import figure_data_uri, rate_timeline, regime_color
 from regimetune.reports.detect import write_detect_report
 from regimetune.reports.page import HtmlTable, figure_html, render_page
 from regimetune.reports.tune_data import (
-    RecordingDetector,
     RequestStream,
     convergence_of,
     limits_over_time,
@@ -36,11 +35,13 @@ from regimetune.reports.tune_data import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from regimetune.tuner.rescale.session import RescaleTuningResult
+    from regimetune.tuner import TuningResult, Workload
+    from regimetune.tuner.cache.session import CacheDetail
     from regimetune.tuner.rescale.tuning import WeightTuningReport
-    from regimetune.tuner.sessions import CacheTuning
 
 NOT_COMPUTED = "not computed"
+DEFAULT_ROW = "none yet (default)"
+"""The row of the windows before the detector held any regime (label -1): the default ran there."""
 
 _BASELINE_LABELS = {
     "unlimited": "unlimited",
@@ -49,6 +50,7 @@ _BASELINE_LABELS = {
     "kmeans_suggestion": "K-means",
     "lru_scaled": "LRU 10K scaled",
     "two_phase_scaled": "100K -> 10K scaled",
+    "lru_budget": "LRU at the memory budget",
 }
 
 # (key in a report row, column header, format); columns whose key no row has are left out
@@ -107,7 +109,7 @@ def binding_note(report: Mapping[str, Any]) -> str:
         notes.append(f"Decision: {what} ({decision['reason']}).")
     if notes or "binds" in report:
         return "".join(f'<p class="notice">{escape(str(n))}</p>' for n in notes)
-    target = (report.get("objective") or {}).get("efficiency_target")
+    target = (report.get("target") or {}).get("efficiency_target")
     rows = [report["best"], *report.get("baselines", {}).values()]
     if target is None or any("efficiency" not in r for r in rows):
         return ""
@@ -121,8 +123,32 @@ def binding_note(report: Mapping[str, Any]) -> str:
     )
 
 
-def _policy_table(result: CacheTuning, windows: Mapping[int, int]) -> HtmlTable:
-    pf = result.policy_file
+def _regime_name(r: int) -> str:
+    return DEFAULT_ROW if r < 0 else str(r)
+
+
+def _swatch(r: int) -> str:
+    return "#ffffff" if r < 0 else regime_color(r)
+
+
+def _cache_detail(result: TuningResult) -> CacheDetail:
+    from regimetune.tuner.cache.session import CacheDetail
+
+    if not isinstance(result.detail, CacheDetail):
+        raise InputError(f"a cache report needs a cache tuning result, not a {result.objective.value} one")
+    return result.detail
+
+
+def _weight_reports(result: TuningResult) -> Mapping[int, WeightTuningReport]:
+    if result.objective.value != "rescale" or not isinstance(result.detail, Mapping):
+        raise InputError(
+            f"a rescale report needs a rescale tuning result, not a {result.objective.value} one"
+        )
+    return result.detail
+
+
+def _policy_table(result: TuningResult, windows: Mapping[int, int]) -> HtmlTable:
+    pf = result.tuned_file
     rows, swatches = [], []
     for rid, pol in sorted(pf.regimes.items()):
         c = pol.cache
@@ -141,7 +167,7 @@ def _policy_table(result: CacheTuning, windows: Mapping[int, int]) -> HtmlTable:
         c = pf.default.cache
         limit = "none" if c is None or c.limit_keys is None else f"{c.limit_keys:,}"
         mode = "unlimited" if c is None else c.mode.value
-        rows.append(("none yet (default)", f"{windows[-1]:,}", mode, "as the regimes'", limit))
+        rows.append((DEFAULT_ROW, f"{windows[-1]:,}", mode, "as the regimes'", limit))
         swatches.append("#ffffff")
     return HtmlTable(
         caption="the tuned policy per regime: unlimited until the switch, then the LRU limit",
@@ -165,7 +191,7 @@ def _settings_table(report: Mapping[str, Any]) -> HtmlTable:
         ("optimizer", str(report.get("optimizer", ""))),
         ("evaluations", str(report.get("n_evaluations", ""))),
     ]
-    for group in ("objective", "cost_model", "store"):
+    for group in ("target", "cost_model", "store"):
         for k, v in (report.get(group) or {}).items():
             rows.append((f"{group}: {k}", _setting(v)))
     rows.append(("value size", f"{report.get('value_size', '')} B"))
@@ -191,7 +217,7 @@ def _sweep_section(report: Mapping[str, Any]) -> str:
 
 
 def cache_tune_report(
-    result: CacheTuning,
+    result: TuningResult,
     *,
     frame: WindowFrame,
     labels: np.ndarray,
@@ -209,11 +235,10 @@ def cache_tune_report(
     stream = RequestStream.of(ts, keys)
     starts = np.asarray(frame["start"], dtype=np.float64)
     report = result.report
-    limits = {
-        r: p.cache.limit_keys for r, p in result.policy_file.regimes.items() if p.cache and p.cache.limit_keys
-    }
+    tuned = result.tuned_file
+    limits = {r: p.cache.limit_keys for r, p in tuned.regimes.items() if p.cache and p.cache.limit_keys}
     caps, curves = miss_ratio_curves_of(stream, starts, labels)
-    lot = limits_over_time(stream, frame, labels, result.policy_file, result.best.window_keys)
+    lot = limits_over_time(stream, frame, labels, tuned, _cache_detail(result).best.window_keys)
     origin, scale, xlabel = time_axis(frame)
     t = (starts + np.asarray(frame["length"]) / 2.0 - origin) / scale
     values, feasible = convergence_of(result.evaluations)
@@ -266,14 +291,14 @@ def cache_tune_report(
 
 
 def _weights_table(reps: Mapping[int, WeightTuningReport]) -> HtmlTable:
-    ids = sorted(reps)
+    ids = sorted(reps, key=_last_default)
     return HtmlTable(
         caption="the weights in force per regime (max(W_L, W_D) = 1): the tuned candidate if it "
         "beat the best preset on held-out campaigns, else that preset",
         headers=("regime", "W_L", "W_D", "W_T", "in force", "evaluations"),
         rows=tuple(
             (
-                str(r),
+                _regime_name(r),
                 f"{reps[r].weights.w_load:.3g}",
                 f"{reps[r].weights.w_data:.3g}",
                 f"{reps[r].weights.w_time:.3g}",
@@ -282,12 +307,17 @@ def _weights_table(reps: Mapping[int, WeightTuningReport]) -> HtmlTable:
             )
             for r in ids
         ),
-        swatches=tuple(regime_color(r) for r in ids),
+        swatches=tuple(_swatch(r) for r in ids),
     )
 
 
+def _last_default(r: int) -> tuple[bool, int]:
+    """Regimes in order, the default's row last (as in the cache's policy table)."""
+    return (r < 0, r)
+
+
 def _scores_table(reps: Mapping[int, WeightTuningReport], *, held_out: bool) -> HtmlTable:
-    ids = sorted(reps)
+    ids = sorted(reps, key=_last_default)
     presets = list(dict.fromkeys(n for r in ids for n in reps[r].preset_values))
 
     def cells(rep: WeightTuningReport) -> tuple[str, ...]:
@@ -299,8 +329,8 @@ def _scores_table(reps: Mapping[int, WeightTuningReport], *, held_out: bool) -> 
     return HtmlTable(
         caption=f"campaign scores on {where}: sum of squared residuals, lower is better",
         headers=("regime", "tuned candidate", *presets),
-        rows=tuple((str(r), *cells(reps[r])) for r in ids),
-        swatches=tuple(regime_color(r) for r in ids),
+        rows=tuple((_regime_name(r), *cells(reps[r])) for r in ids),
+        swatches=tuple(_swatch(r) for r in ids),
     )
 
 
@@ -310,9 +340,7 @@ def _scores_of(reps: Mapping[int, WeightTuningReport], *, held_out: bool) -> dic
     return {r: {"tuned": p.candidate_value, **p.preset_values} for r, p in reps.items()}
 
 
-def rescale_tune_report(
-    result: RescaleTuningResult, *, frame: WindowFrame, labels: np.ndarray, title: str
-) -> str:
+def rescale_tune_report(result: TuningResult, *, frame: WindowFrame, labels: np.ndarray, title: str) -> str:
     """The rescale tuning report: regimes, the weights in force per regime and the campaign
     scores of the tuned candidate beside every preset (lower is better), on the tuning
     campaigns and on held-out ones, with the reason each regime's weights were adopted or kept
@@ -320,11 +348,14 @@ def rescale_tune_report(
     if not len(frame) or len(labels) != len(frame):
         raise InputError(f"one label per window is needed: {len(labels)} labels, {len(frame)} windows")
     _use_agg()
-    reps = result.reports
+    reps = _weight_reports(result)
     weights = {r: (p.weights.w_load, p.weights.w_data, p.weights.w_time) for r, p in reps.items()}
     has_held_out = any(np.isfinite(p.candidate_held_out_value) for p in reps.values())
     held = _scores_of(reps, held_out=True) if has_held_out else None
-    reasons = "".join(f"<li>regime {r}: {escape(reps[r].reason)}</li>" for r in sorted(reps))
+    reasons = "".join(
+        f"<li>{'regime ' + str(r) if r >= 0 else DEFAULT_ROW}: {escape(reps[r].reason)}</li>"
+        for r in sorted(reps, key=_last_default)
+    )
     sections: Sequence[tuple[str, str]] = [
         ("read rate by regime", _timeline(frame, np.asarray(labels, dtype=np.int64), "regime")),
         (
@@ -345,54 +376,35 @@ def rescale_tune_report(
         ),
     ]
     meta = (
-        f"{len(frame):,} windows of {float(frame['length'].max()):g} s; {len(reps)} regimes tuned; "
+        f"{len(frame):,} windows of {float(frame['length'].max()):g} s; {len([r for r in reps if r >= 0])} "
+        "regimes tuned (and the default, where windows ran before the first regime); "
         "each regime's windows replayed as rescaling campaigns; times relative to the trace's start."
     )
     return render_page(title, meta, sections)
 
 
 def write_cache_tune_report(
-    path: str | Path,
-    result: CacheTuning,
-    *,
-    batches: Sequence[EventBatch],
-    window_s: float,
-    title: str,
-    detector: RecordingDetector | None = None,
+    path: str | Path, result: TuningResult, *, workload: Workload, title: str
 ) -> Path:
-    """Write the cache report of a tuning run on ``batches``. The policy followed each
-    window's online label (the regime the detector held then), as tuning does; the regimes
-    are those ``detector`` recorded during the tuning, or else a default detector's on the
-    same windows (it is deterministic, so they are the ones a default tuning used)."""
-    if detector is None or detector.frame_ is None or detector.history_ is None:
-        from regimetune.collectors import window_frame
-
-        detector = RecordingDetector()
-        detector.detect(window_frame(batches, window_s=window_s))
-    frame, history = detector.frame_, detector.history_
-    assert frame is not None and history is not None  # recorded just above
-    labels = history.online_labels if history.online_labels is not None else history.labels
-    events = EventBatch.concat(list(batches))
-    html = cache_tune_report(result, frame=frame, labels=labels, ts=events.ts, keys=events.key, title=title)
+    """Write the cache report of a tuning run on ``workload``: its windows, the regime whose
+    policy was in force in each (the tuning's own labels) and its requests."""
+    events = workload.events
+    if workload.frame is None or events is None:
+        raise InputError("a cache report needs the workload's windows and requests")
+    html = cache_tune_report(
+        result, frame=workload.frame, labels=workload.labels, ts=events.ts, keys=events.key, title=title
+    )
     return write_detect_report(path, html)
 
 
 def write_rescale_tune_report(
-    path: str | Path, result: RescaleTuningResult, *, detector: RecordingDetector, title: str
+    path: str | Path, result: TuningResult, *, workload: Workload, title: str
 ) -> Path:
-    """Write the rescale report; windows are labelled as ``tune_rescale`` labels them (the
-    regime the detector held online, windows before the first one in regime 0; all regime 0
-    when the detector could not run)."""
-    frame = detector.frame_
-    if frame is None:
-        raise InputError("the detector recorded no windows: was it passed to the tuning?")
-    history = detector.history_
-    if history is None:
-        labels = np.zeros(len(frame), np.int64)
-    else:
-        online = history.labels if history.online_labels is None else history.online_labels
-        labels = np.maximum(np.asarray(online, dtype=np.int64), 0)
-    html = rescale_tune_report(result, frame=frame, labels=labels, title=title)
+    """Write the rescale report of a tuning run on ``workload`` (windows labelled as the
+    tuning labelled them: -1 before the first regime, where the default is in force)."""
+    if workload.frame is None:
+        raise InputError("a rescale report needs the workload's windows")
+    html = rescale_tune_report(result, frame=workload.frame, labels=workload.labels, title=title)
     return write_detect_report(path, html)
 
 

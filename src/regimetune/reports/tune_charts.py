@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from regimetune.reports.charts import _new_figure, regime_color
+from regimetune.reports.charts import _NO_REGIME, _new_figure, regime_color
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -131,11 +131,11 @@ def rescale_weights(weights: Mapping[int, tuple[float, float, float]]) -> Figure
     """W_L, W_D, W_T tuned for each regime (log scale: the weights span decades)."""
     fig = _new_figure()
     ax = fig.add_subplot()
-    ids = sorted(weights)
+    ids = sorted(weights, key=_default_last)
     bars = {name: [weights[r][i] for r in ids] for i, name in enumerate(("W_L", "W_D", "W_T"))}
-    _grouped_bars(ax, [f"regime {r}" for r in ids], bars)
+    _grouped_bars(ax, [_group(r) for r in ids], bars)
     for lab, r in zip(ax.get_xticklabels(), ids, strict=True):
-        lab.set_color(regime_color(r))
+        lab.set_color(regime_color(r) if r >= 0 else _NO_REGIME)
     ax.set_yscale("log")
     low = min((w for ws in weights.values() for w in ws), default=1.0)
     ax.set_ylim(bottom=low / 3.0)  # a bar at the smallest weight still shows
@@ -153,14 +153,21 @@ def campaign_scores(
     panels = [("tuning campaigns", scores)] + ([("held-out campaigns", held_out)] if held_out else [])
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for ax, (name, sc) in zip(axes, panels, strict=True):
-        ids = sorted(sc)
+        ids = sorted(sc, key=_default_last)
         names = list(dict.fromkeys(n for r in ids for n in sc[r]))
-        _grouped_bars(
-            ax, [f"regime {r}" for r in ids], {n: [sc[r].get(n, np.nan) for r in ids] for n in names}
-        )
+        _grouped_bars(ax, [_group(r) for r in ids], {n: [sc[r].get(n, np.nan) for r in ids] for n in names})
         ax.set_title(name, fontsize=10)
         _finish(ax, xlabel="", ylabel="campaign score (lower is better)" if ax is axes[0] else "")
     return fig
+
+
+def _group(r: int) -> str:
+    """A bar group's name: the regime, or the default (label -1: no regime yet)."""
+    return f"regime {r}" if r >= 0 else "default"
+
+
+def _default_last(r: int) -> tuple[bool, int]:
+    return (r < 0, r)
 
 
 __all__ = [

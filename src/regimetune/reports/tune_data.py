@@ -15,24 +15,8 @@ from typing import Any
 import numpy as np
 
 from regimetune.models import CachePolicy, Evaluation, PolicyFile, WindowFrame
-from regimetune.models.regimes import RegimeHistory
-from regimetune.regimes import OnlineRegimeDetector
 from regimetune.tuner.cache import COLD, UNLIMITED, RegimePolicy, stack_distances
 from regimetune.tuner.objectives import RESIDUAL_NAMES
-
-
-class RecordingDetector(OnlineRegimeDetector):
-    """The online detector, remembering the last frame it detected on and its history
-    (``frame_``, ``history_``), so a report shows the regimes the tuning used without
-    detecting twice."""
-
-    frame_: WindowFrame | None = None
-    history_: RegimeHistory | None = None
-
-    def detect(self, frame: WindowFrame) -> RegimeHistory:
-        self.frame_ = frame
-        self.history_ = super().detect(frame)
-        return self.history_
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,7 +139,6 @@ def sweep_of(report: Mapping[str, Any]) -> tuple[np.ndarray, dict[str, np.ndarra
 
 __all__ = [
     "LimitsOverTime",
-    "RecordingDetector",
     "RequestStream",
     "convergence_of",
     "limits_over_time",

@@ -19,7 +19,7 @@ efficiency with 7.6% of the unlimited cache's memory) and how much each matters:
   efficiency down to the target to save memory nobody asked it to).
 
 Efficiency is relative to the unlimited cache's on the same windows. The memory budget is
-also a hard constraint of the session (see ``tuner.sessions``): the residual only guides
+also a hard constraint of the session (see ``tuner.cache.session``): the residual only guides
 the optimizer towards it.
 
 Each residual is multiplied by its user weight.

@@ -8,13 +8,19 @@ scheduler and its ``concurrent.futures``-style executor. Dask is an optional ext
 :func:`share` hands a large object (the trace behind an objective) to the workers once: on
 Dask it is scattered to every worker and the tasks carry only a reference to it; a local
 executor gets the object itself.
+
+:func:`evaluator` is what a tuning session runs its candidates with: the executor a caller
+names (or gives), and a task that carries the problem (the trace behind the objective) to
+each local worker process once rather than with every candidate.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import os
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 from regimetune.models.errors import ConfigError, TuningError
@@ -95,8 +101,59 @@ def share(executor: cf.Executor | None, obj: Any) -> Any:
     return client.scatter(obj, broadcast=True, hash=False)
 
 
+_WORKER_PAYLOAD: Any = None
+
+
+def _init_worker(payload: Any) -> None:
+    global _WORKER_PAYLOAD
+    _WORKER_PAYLOAD = payload
+
+
+def _in_worker(fn: Callable[[Any, Any], Any], params: Any) -> Any:
+    """``fn(payload, params)`` in a pool started with ``_init_worker``: the payload crossed once."""
+    if _WORKER_PAYLOAD is None:  # pragma: no cover - a pool without the initializer
+        raise TuningError("worker has no tuning problem")
+    return fn(_WORKER_PAYLOAD, params)
+
+
+def default_workers() -> int:
+    """Local processes a session uses when not told: two, or one on a single core."""
+    return min(2, os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def evaluator(
+    executor: cf.Executor | str | None,
+    workers: int | None,
+    payload: Any,
+    fn: Callable[[Any, Any], Any],
+) -> Iterator[tuple[cf.Executor | None, Callable[[Any], Any]]]:
+    """The executor candidates run in and the task it runs (``fn(payload, params)``).
+
+    ``executor`` is an executor, its name (``"process"``, ``"thread"``, a Dask scheduler
+    address) or None: a local process pool of ``workers`` processes (default
+    :func:`default_workers`), or this process when ``workers`` is 0. A process pool of our
+    own receives ``payload`` once per worker (its initializer); a Dask cluster once per
+    worker too (``minimize`` scatters the task); a given executor gets it with every task.
+    ``fn`` must be a module-level function (it is pickled)."""
+    n = default_workers() if workers is None else workers
+    with_payload: Callable[[Any], Any] = partial(fn, payload)
+    if executor is None and n <= 0:
+        yield None, with_payload
+    elif executor is None or executor == "process":
+        with open_executor("process", workers=n, initializer=_init_worker, initargs=(payload,)) as pool:
+            yield pool, partial(_in_worker, fn)
+    elif isinstance(executor, str):
+        with open_executor(executor, workers=n) as pool:
+            yield pool, with_payload
+    else:
+        yield executor, with_payload
+
+
 __all__ = [
     "check_executor_spec",
+    "default_workers",
+    "evaluator",
     "dask_client",
     "dask_client_of",
     "is_dask_address",

@@ -17,7 +17,7 @@ from regimetune.tuner.rescale.planner import (
     plan_arrays,
     plan_rescale,
 )
-from regimetune.tuner.rescale.tuning import WeightTuningReport, tune_weights
+from regimetune.tuner.rescale.tuning import WeightTuningReport
 
 __all__ = [
     "ArrayPlan",
@@ -35,5 +35,4 @@ __all__ = [
     "run_scenario",
     "simulate_campaign",
     "solve_exact",
-    "tune_weights",
 ]

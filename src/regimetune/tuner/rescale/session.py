@@ -1,203 +1,266 @@
-"""Per-regime tuning of the Pufferscale weights on a recorded trace (``tune --objective
-rescale``).
+"""Per-regime tuning of the Pufferscale weights on a recorded trace: the rescale half of
+:func:`regimetune.tuner.tune`.
 
-The trace becomes windows with per-bucket statistics (keys hashed into ``n_buckets``
-buckets); regimes come from :class:`regimetune.regimes.OnlineRegimeDetector` (one regime when
-the trace is too short to show any). For each regime, a campaign replays that regime's windows
-in order as the buckets' loads (requests) and sizes (bytes; requests when the trace has no
-sizes), one or more windows per rescaling, and :func:`tune_weights` picks W_L, W_D, W_T. The
-result is a :class:`PolicyFile` whose default holds the weights of the busiest regime.
+A workload's windows carry per-bucket statistics (keys hashed into buckets); each window is
+labelled by the regime whose policy is in force (:func:`regimetune.tuner.workload.policy_labels`:
+a change counts from its confirmation). For each label, a campaign replays its windows in
+order as the buckets' loads (requests) and sizes (bytes; requests when the trace has no
+sizes), one or more windows per rescaling, and :func:`tune_campaign` picks W_L, W_D, W_T.
+Windows before the first regime tune the policy file's default (the policy in force there);
+without such windows the default is the busiest regime's. A :class:`CampaignSpec` given
+instead of a workload is tuned as one regime (id 0).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
-import math
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
+from regimetune.models import Evaluation, Objective, Policy, PolicyFile
 from regimetune.models.errors import InputError
-from regimetune.models.policy import Policy, PolicyFile
-from regimetune.models.windows import WindowFrame
+from regimetune.tuner.config import RescaleConfig, Validation, WarmStart
+from regimetune.tuner.optim.executors import default_workers, open_executor
 from regimetune.tuner.rescale.campaign import CampaignSpec
-from regimetune.tuner.rescale.tuning import WeightTuningReport, tune_weights
-
-if TYPE_CHECKING:
-    from regimetune.regimes import OnlineRegimeDetector
-
-
-@dataclass(frozen=True, slots=True)
-class RescaleTuningResult:
-    policy_file: PolicyFile
-    reports: dict[int, WeightTuningReport]
-
-    def report_json(self) -> dict[str, Any]:
-        return {
-            str(r): {
-                "weights": rep.weights.model_dump(),
-                "value": rep.value,
-                "preset_values": rep.preset_values,
-                "best_preset": rep.best_preset,
-                "improvement_over_best_preset": rep.improvement,
-                "adopted": rep.adopted,
-                "reason": rep.reason,
-                "incumbent": rep.incumbent,
-                "candidate": rep.candidate.model_dump(),
-                "candidate_value": rep.candidate_value,
-                "held_out_value": _finite(rep.held_out_value),
-                "candidate_held_out_value": _finite(rep.candidate_held_out_value),
-                "held_out_preset_values": rep.held_out_preset_values,
-                "components": rep.components,
-                "evaluations": rep.n_evaluations,
-            }
-            for r, rep in self.reports.items()
-        }
+from regimetune.tuner.rescale.tuning import WeightTuningReport, at_bounds, tune_campaign
+from regimetune.tuner.result import Search, TuningResult, Verdict
+from regimetune.tuner.workload import NO_REGIME, Workload
 
 
-def _finite(x: float) -> float | None:
-    """``x``, or None where it is not a number (no held-out campaigns): the report is strict JSON."""
-    return x if math.isfinite(x) else None
+def _held_out(n_seeds: int, holdout: float) -> int:
+    """Held-out campaigns for ``n_seeds`` training ones, ``holdout`` being their share of all.
 
-
-def _frame(trace: Any, trace_options: Any, window_s: float, n_buckets: int) -> tuple[WindowFrame, str | None]:
-    if isinstance(trace, WindowFrame):
-        return trace, None
-    from regimetune.collectors import read_trace, window_frame
-
-    batches = trace_options.open(trace) if trace_options is not None else read_trace(trace)
-    return window_frame(batches, window_s=window_s, n_buckets=n_buckets), str(trace)
-
-
-def _labels(frame: WindowFrame, detector: OnlineRegimeDetector | None) -> np.ndarray:
-    """The regime the detector held at each window: its online labels, so a regime's
-    weights are tuned on the windows where the service will use them (a change counts from
-    its confirmation, not its back-dated start), as cache tuning does. Windows before the
-    first regime count as regime 0; a trace too short for the detector is one regime."""
-    try:
-        from regimetune.regimes import OnlineRegimeDetector
-
-        history = (detector or OnlineRegimeDetector()).detect(frame)
-    except (InputError, ImportError):
-        return np.zeros(len(frame), np.int64)
-    online = history.online_labels
-    labels = np.asarray(history.labels if online is None else online, dtype=np.int64)
-    return np.where(labels < 0, 0, labels)
-
-
-def tune_rescale(
-    trace: str | Path | WindowFrame,
-    *,
-    budget: int = 30,
-    optimizer: str = "Pounders",
-    seed: int = 0,
-    executor: cf.Executor | None = None,
-    window_s: float = 10.0,
-    n_buckets: int = 64,
-    min_servers: int = 4,
-    max_servers: int = 32,
-    warmup: int = 5,
-    operations: int = 15,
-    trace_options: Any = None,
-    out: Path | None = None,
-    as_json: bool = False,
-    show: bool | None = None,
-    detector: OnlineRegimeDetector | None = None,
-    n_seeds: int = 8,
-    n_held_out: int = 8,
-) -> RescaleTuningResult:
-    """Tune the weights per regime of ``trace`` (a path or a :class:`WindowFrame`).
-
-    ``detector`` names the regimes (default: a fresh :class:`OnlineRegimeDetector`; the
-    service passes its own, so the ids are the ones it uses); a window belongs to the regime the
-    detector held online at that window. Each regime's weights are tuned on ``n_seeds``
-    campaigns and replace the best preset only if they beat it on ``n_held_out`` others
-    (:func:`tune_weights`); a kept-back regime gets the preset (source ``"default"``) and its
-    report's ``reason`` says why.
-
-    ``out`` writes the policy file as JSON. ``show`` prints the report (JSON with
-    ``as_json``); by default it prints when called from the CLI (``trace_options`` given).
+    >>> _held_out(8, 0.5), _held_out(8, 0.25), _held_out(8, 0.0)
+    (8, 3, 0)
     """
-    frame, name = _frame(trace, trace_options, window_s, n_buckets)
-    if len(frame) == 0:
-        raise InputError("the trace has no windows")
+    return 0 if holdout <= 0 else max(1, round(n_seeds * holdout / (1.0 - holdout)))
+
+
+def _campaigns(workload: Workload, config: RescaleConfig) -> dict[int, tuple[CampaignSpec, float]]:
+    """A campaign per label with bucket load, and that load (to find the busiest regime)."""
+    frame = workload.frame
+    if frame is None:
+        raise InputError("rescale tuning needs the trace's windows, not only its requests")
     if frame.n_buckets == 0:
         raise InputError("the windows carry no per-bucket statistics (n_buckets = 0)")
-    labels = _labels(frame, detector)
-    reports: dict[int, WeightTuningReport] = {}
-    policies: dict[int, Policy] = {}
-    busiest, most = 0, -1.0
-    for r in sorted({int(v) for v in labels.tolist()}):
-        sel = labels == r
+    out = {}
+    for r in sorted({int(v) for v in workload.labels.tolist()}):
+        sel = workload.labels == r
         load = np.asarray(frame.bucket_load[sel], dtype=np.float64)
         size = np.asarray(frame.bucket_bytes[sel], dtype=np.float64)
         if not size.any():
             size = load
         if not load.any():
             continue
-        per_op = max(1, int(sel.sum()) // (warmup + operations))
+        per_op = max(1, int(sel.sum()) // (config.warmup + config.operations))
         spec = CampaignSpec(
             load_series=load,
             size_series=size,
             windows_per_operation=per_op,
-            min_servers=min_servers,
-            max_servers=max_servers,
-            warmup=warmup,
-            operations=operations,
+            min_servers=config.min_servers,
+            max_servers=config.max_servers,
+            warmup=config.warmup,
+            operations=config.operations,
         )
-        w, rep = tune_weights(
-            spec,
-            budget=budget,
-            optimizer=optimizer,
-            executor=executor,
-            seed=seed,
-            n_seeds=n_seeds,
-            n_held_out=n_held_out,
-        )
-        reports[r] = rep
-        source = "tuned" if rep.adopted else "default"
-        policies[r] = Policy(regime_id=r, weights=w, source=source, score=rep.value)
-        if float(load.sum()) > most:
-            busiest, most = r, float(load.sum())
-    if not policies:
+        out[r] = (spec, float(load.sum()))
+    if not out:
         raise InputError("no regime of the trace has any bucket load to tune on")
-    default = policies[busiest].model_copy(update={"regime_id": None})
-    result = RescaleTuningResult(PolicyFile(trace=name, default=default, regimes=policies), reports)
-    if out is not None:
-        Path(out).write_text(result.policy_file.model_dump_json(indent=2) + "\n")
-    if show if show is not None else trace_options is not None:
-        _show(result, as_json, out)
-    return result
+    return out
 
 
-def _show(result: RescaleTuningResult, as_json: bool, out: Path | None) -> None:
-    if as_json:
-        print(json.dumps(result.report_json()))
-        return
-    from rich.console import Console
-    from rich.table import Table
+@contextlib.contextmanager
+def _pool(executor: cf.Executor | str | None, workers: int | None) -> Iterator[cf.Executor | None]:
+    """One pool for every regime's search (each task carries its own campaign)."""
+    n = default_workers() if workers is None else workers
+    if isinstance(executor, cf.Executor):
+        yield executor
+    elif executor is None and n <= 0:
+        yield None
+    else:
+        with open_executor(executor or "process", workers=n) as pool:
+            yield pool
 
-    t = Table(title="Pufferscale weights per regime")
-    for col in ("regime", "W_L", "W_D", "W_T", "objective", "best preset", "gain", "held-out gain"):
-        t.add_column(col, justify="right")
-    for r, rep in result.reports.items():
-        w = rep.weights
-        t.add_row(
-            str(r),
-            f"{w.w_load:.3g}",
-            f"{w.w_data:.3g}",
-            f"{w.w_time:.3g}",
-            f"{rep.value:.4g}",
-            f"{rep.best_preset} {rep.preset_values[rep.best_preset]:.4g}",
-            f"{100 * rep.improvement:.1f}%",
-            f"{100 * rep.held_out_improvement:.1f}%",
+
+def tune_rescale(
+    data: Workload | CampaignSpec,
+    config: RescaleConfig,
+    *,
+    validation: Validation,
+    warm_start: WarmStart | None = None,
+    executor: cf.Executor | str | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    on_evaluation: Callable[[Evaluation], None] | None = None,
+) -> TuningResult:
+    """Tune the weights per regime of ``data`` (see :func:`regimetune.tuner.tune`, which
+    validates the arguments and calls this)."""
+    if isinstance(data, CampaignSpec):
+        campaigns, windows = {0: (data, 1.0)}, {}
+        name, state = None, None
+    else:
+        campaigns, windows = _campaigns(data, config), data.windows_of()
+        name, state = data.name, data.detector_state
+    n_held = _held_out(config.n_seeds, validation.holdout_for(Objective.RESCALE))
+    current = validation.current
+    total = config.budget * len(campaigns)
+    done = 0
+
+    def told(e: Evaluation) -> None:
+        nonlocal done
+        done += 1
+        if on_evaluation is not None:
+            on_evaluation(e)
+        if progress is not None:
+            progress(min(done, total), total)
+
+    reports: dict[int, WeightTuningReport] = {}
+    with _pool(executor, workers) as pool:
+        for r, (spec, _load) in campaigns.items():
+            cur = None if current is None else _policy_of(current, r)
+            warm = None if warm_start is None else _policy_of(warm_start.policies, r)
+            reports[r] = tune_campaign(
+                spec,
+                config,
+                n_held_out=n_held,
+                current=None if cur is None else cur.weights,
+                starts=() if warm is None else (warm.weights,),
+                past=() if warm_start is None else warm_start.evaluations_for((r,)),
+                min_gain=validation.min_gain,
+                executor=pool,
+                on_evaluation=told,
+            )
+    return _result(reports, campaigns, windows, config, n_held, current, name, state, warm_start is not None)
+
+
+def _policy_of(pf: PolicyFile, label: int) -> Policy:
+    return pf.default if label == NO_REGIME else pf.regimes.get(label, pf.default)
+
+
+def _in_force(rep: WeightTuningReport, label: int, current: PolicyFile | None) -> Policy:
+    """The regime's policy to use: the tuned weights if adopted, the current policy if it
+    stayed the incumbent, else the best preset."""
+    rid = None if label == NO_REGIME else label
+    if rep.adopted:
+        return Policy(regime_id=rid, weights=rep.weights, source="tuned", score=rep.value)
+    if current is not None and rep.incumbent == "current":
+        return _policy_of(current, label).model_copy(update={"regime_id": rid})
+    return Policy(regime_id=rid, weights=rep.weights, source="default", score=rep.value)
+
+
+def _result(
+    reports: dict[int, WeightTuningReport],
+    campaigns: dict[int, tuple[CampaignSpec, float]],
+    windows: dict[int, int],
+    config: RescaleConfig,
+    n_held: int,
+    current: PolicyFile | None,
+    name: str | None,
+    state: dict[str, Any] | None,
+    warm_started: bool,
+) -> TuningResult:
+    ids = [r for r in reports if r != NO_REGIME]
+    policies = {r: _in_force(reports[r], r, current) for r in ids}
+    if NO_REGIME in reports:
+        default = _in_force(reports[NO_REGIME], NO_REGIME, current)
+    else:  # no windows ran the default: the busiest regime's weights serve there
+        busiest = max(ids, key=lambda r: campaigns[r][1])
+        default = policies[busiest].model_copy(update={"regime_id": None})
+    candidates = {
+        r: Policy(
+            regime_id=None if r == NO_REGIME else r,
+            weights=rep.candidate,
+            source="tuned",
+            score=rep.candidate_value,
         )
-    con = Console()
-    con.print(t)
-    for r, rep in result.reports.items():
-        con.print(f"regime {r}: {rep.reason}", highlight=False)
-    if out is not None:
-        con.print(f"wrote the policy file to {out}", highlight=False)
+        for r, rep in reports.items()
+    }
+    verdicts = {
+        r: Verdict(rep.adopted, rep.reason, rep.candidate_held_out_value, rep.incumbent_held_out_value)
+        for r, rep in reports.items()
+    }
+    table: dict[str, dict[str, float]] = {"tuned": {}}
+    for r, rep in reports.items():
+        table["tuned"][f"regime {r}"] = rep.candidate_value
+        if rep.held_out_seeds:
+            table["tuned"][f"regime {r} held-out"] = rep.candidate_held_out_value
+        for p, v in rep.preset_values.items():
+            table.setdefault(p, {})[f"regime {r}"] = v
+            if p in rep.held_out_preset_values:
+                table[p][f"regime {r} held-out"] = rep.held_out_preset_values[p]
+    bounds = {r: at_bounds(rep.candidate) for r, rep in reports.items()}
+    binds = {
+        "bounds": {r: b for r, b in bounds.items() if b},
+        "notes": [
+            f"regime {r}: the tuned weights sit on the search's bound ({', '.join(b)})"
+            for r, b in bounds.items()
+            if b
+        ],
+    }
+    n_evals = sum(rep.n_evaluations for rep in reports.values())
+    report = {
+        "objective": Objective.RESCALE.value,
+        "optimizer": next(iter(reports.values())).optimizer,
+        "budget": config.budget,
+        "n_evaluations": n_evals,
+        "best_value": float(np.mean([rep.value for rep in reports.values()])),
+        "warm_started": warm_started,
+        "settings": config.get_params(),
+        "held_out_campaigns": n_held,
+        "trace": {
+            "windows": sum(windows.values()),
+            "regime_windows": {r: windows.get(r, 0) for r in reports},
+        },
+        "regimes": {r: _regime_json(rep, windows.get(r, 0)) for r, rep in reports.items()},
+        "baselines": table,
+        "binds": binds,
+        "decision": {
+            "push": any(rep.adopted for rep in reports.values()),
+            "reason": "; ".join(f"regime {r}: {rep.reason}" for r, rep in reports.items()),
+        },
+    }
+    return TuningResult(
+        objective=Objective.RESCALE,
+        policy_file=PolicyFile(trace=name, default=default, regimes=policies, detector_state=state),
+        candidates=candidates,
+        searches=tuple(
+            Search(regimes=(r,), optimizer=rep.optimizer, evaluations=rep.evaluations)
+            for r, rep in reports.items()
+        ),
+        verdicts=verdicts,
+        baselines=table,
+        binds=binds,
+        report=report,
+        detail=reports,
+    )
+
+
+def _regime_json(rep: WeightTuningReport, windows: int) -> dict[str, Any]:
+    return {
+        "windows": windows,
+        "weights": rep.weights.model_dump(),
+        "value": rep.value,
+        "preset_values": rep.preset_values,
+        "best_preset": rep.best_preset,
+        "improvement_over_best_preset": rep.improvement,
+        "adopted": rep.adopted,
+        "reason": rep.reason,
+        "incumbent": rep.incumbent,
+        "candidate": rep.candidate.model_dump(),
+        "candidate_value": rep.candidate_value,
+        "held_out_value": _finite(rep.held_out_value),
+        "candidate_held_out_value": _finite(rep.candidate_held_out_value),
+        "held_out_preset_values": rep.held_out_preset_values,
+        "components": rep.components,
+        "evaluations": rep.n_evaluations,
+    }
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None where it is not a number (no held-out campaigns): the report is strict JSON."""
+    return x if np.isfinite(x) else None
+
+
+__all__: list[str] = []  # the rescale half of regimetune.tuner.tune, which is the entry point

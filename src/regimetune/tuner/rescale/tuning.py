@@ -10,30 +10,39 @@ than the best preset on the tuning seeds.
 
 A few campaigns reward noise: a 13 % gain on two training campaigns turned into a 13 % loss
 on held-out ones (issue 14). So the tuning (1) scores every candidate on ``n_seeds``
-training campaigns (default 16), (2) shrinks towards the incumbent (the best preset on the
-training campaigns unless the caller names the current weights): a penalty of
+training campaigns, (2) shrinks towards the incumbent (the best, on the training campaigns,
+of the presets and the current weights): a penalty of
 ``shrinkage * f(incumbent) * sum((dp / width)^2)`` over the search space's coordinates, so a
 far move must pay for itself, and (3) adopts the tuned weights only if they beat the
 incumbent on ``n_held_out`` campaigns never used in tuning; else the report keeps the
-incumbent and says why.
+incumbent and says why. A re-tuning starts from the weights an earlier one found and its
+best evaluations (a warm start), so it needs fewer evaluations.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from regimetune.models import Evaluation
 from regimetune.models.errors import ConfigError
 from regimetune.models.rescale import PRESETS, PufferscaleWeights
 from regimetune.tuner.rescale.campaign import CampaignSpec, simulate_campaign
 
+if TYPE_CHECKING:
+    from regimetune.tuner.config import RescaleConfig
+    from regimetune.tuner.optim import Space
+
 RATIO_BOUNDS = (-3.0, 3.0)
 WT_BOUNDS = (-3.0, 2.0)
 _WIDTH = {"log10_ratio": RATIO_BOUNDS[1] - RATIO_BOUNDS[0], "log10_wt": WT_BOUNDS[1] - WT_BOUNDS[0]}
+CURRENT = "current"
+"""The incumbent's name when the current weights beat every preset on the training campaigns."""
 MAX_SEEDS = 10_000
 """Campaign seeds of one tuning lie in ``[seed * MAX_SEEDS, (seed + 1) * MAX_SEEDS)``: the
 training ones first, the held-out ones from the middle on, so the two sets never meet."""
@@ -126,6 +135,8 @@ class WeightTuningReport:
     held_out_preset_values: dict[str, float]
     train_seeds: tuple[int, ...] = field(default=())
     held_out_seeds: tuple[int, ...] = field(default=())
+    evaluations: tuple[Evaluation, ...] = field(default=())
+    incumbent_held_out_value: float = math.nan
 
     @property
     def best_preset(self) -> str:
@@ -150,13 +161,14 @@ def _components(campaign: CampaignSpec, w: PufferscaleWeights, seeds: Sequence[i
     return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
 
 
-def _space():
+def _space(init: dict[str, float] | None = None) -> Space:
     from regimetune.tuner.optim import Param, Space
 
+    at = init or {"log10_ratio": 0.0, "log10_wt": 0.0}
     return Space(
         [
-            Param("log10_ratio", *RATIO_BOUNDS, init=0.0),
-            Param("log10_wt", *WT_BOUNDS, init=0.0),
+            Param("log10_ratio", *RATIO_BOUNDS, init=at["log10_ratio"]),
+            Param("log10_wt", *WT_BOUNDS, init=at["log10_wt"]),
         ]
     )
 
@@ -203,58 +215,64 @@ def held_out_gate(
     )
 
 
-def tune_weights(
+def tune_campaign(
     campaign: CampaignSpec,
+    config: RescaleConfig,
     *,
-    budget: int = 40,
-    optimizer: str = "Pounders",
-    executor: cf.Executor | None = None,
-    seed: int = 0,
-    n_seeds: int = 16,
-    n_held_out: int = 16,
-    shrinkage: float = 0.05,
-    incumbent: PufferscaleWeights | None = None,
+    n_held_out: int,
+    current: PufferscaleWeights | None = None,
+    starts: Sequence[PufferscaleWeights] = (),
+    past: Sequence[Evaluation] = (),
     min_gain: float = 0.0,
-) -> tuple[PufferscaleWeights, WeightTuningReport]:
-    """Tune the weights on ``campaign`` with :func:`regimetune.tuner.optim.minimize`.
+    executor: cf.Executor | None = None,
+    on_evaluation: Callable[[Evaluation], None] | None = None,
+) -> WeightTuningReport:
+    """Tune the weights on ``campaign`` with :func:`regimetune.tuner.optim.minimize` (one
+    regime's part of :func:`regimetune.tuner.tune`).
 
-    ``budget`` counts new evaluations after the four presets; each evaluation runs the
-    campaign for ``n_seeds`` training seeds, penalised by ``shrinkage`` towards the incumbent
-    (``incumbent``, else the best preset on those seeds). The tuned weights are returned only
-    if they beat the incumbent on ``n_held_out`` other seeds by more than ``min_gain``
-    (:func:`held_out_gate`); else the incumbent is, and the report says why.
+    Every candidate runs the campaign for ``config.n_seeds`` training seeds, penalised by
+    ``config.shrinkage`` towards the incumbent: the best, on those seeds, of the presets and
+    the ``current`` weights. The presets (and ``current``) are told to the optimizer first;
+    ``config.budget`` counts the evaluations after them. A warm start's ``starts`` (a
+    previous tuning's weights) and the best of its ``past`` evaluations are evaluated first
+    within the budget, and the search starts from the first. The tuned weights replace the
+    incumbent only if they beat it on ``n_held_out`` other seeds by more than ``min_gain``
+    (:func:`held_out_gate`); else the incumbent stays, and the report says why.
     """
     from regimetune.tuner.optim import minimize
 
-    if shrinkage < 0 or min_gain < 0:
-        raise ConfigError(f"shrinkage and min_gain must be >= 0, got {shrinkage}, {min_gain}")
     campaign.validate()
-    train, held = campaign_seeds(seed, n_seeds, n_held_out)
+    train, held = campaign_seeds(config.seed, config.n_seeds, n_held_out)
     plain = CampaignObjective(campaign, train)
     preset_res = {name: plain(params_from_weights(w)) for name, w in PRESETS.items()}
     preset_values = {name: float(r @ r) for name, r in preset_res.items()}
-    if incumbent is None:
-        inc_name = min(preset_values, key=preset_values.__getitem__)
-        inc_w, inc_value = PRESETS[inc_name], preset_values[inc_name]
-    else:
-        inc_name, inc_w, inc_value = "the incumbent", incumbent, plain.value(incumbent)
+    known = dict(preset_values)
+    if current is not None:
+        cur_res = plain(params_from_weights(current))
+        known[CURRENT] = float(cur_res @ cur_res)
+    inc_name = min(known, key=known.__getitem__)
+    inc_w, inc_value = (current if inc_name == CURRENT else PRESETS[inc_name]), known[inc_name]
+    assert inc_w is not None  # CURRENT is known only with current weights
     anchor = params_from_weights(inc_w)
-    objective = CampaignObjective(campaign, train, anchor=anchor, penalty=shrinkage * inc_value)
-    warm = [
-        (params_from_weights(w), np.concatenate([preset_res[n], objective.shrink(params_from_weights(w))]))
-        for n, w in PRESETS.items()
-    ]
-    if incumbent is not None:
-        warm.append((anchor, objective(anchor)))
+    objective = CampaignObjective(campaign, train, anchor=anchor, penalty=config.shrinkage * inc_value)
+    told = [(params_from_weights(w), preset_res[n]) for n, w in PRESETS.items()]
+    if current is not None:
+        told.append((params_from_weights(current), cur_res))
+    warm = [(p, np.concatenate([r, objective.shrink(p)])) for p, r in told]
+    initial = _starts(starts, past, known=[p for p, _ in warm], limit=max(config.budget - 1, 0))
+    space = _space(init=initial[0] if initial else None)
     res = minimize(
         objective,
-        _space(),
-        budget=budget,
-        optimizer=optimizer,
+        space,
+        budget=config.budget,
+        optimizer=config.optimizer,
         residuals=True,
         executor=executor,
+        batch_size=config.batch_size,
+        initial=initial,
         warm_start=warm,
-        seed=seed,
+        seed=config.seed,
+        on_evaluation=on_evaluation,
     )
     cand = weights_from_params(res.best_params)
     cand_value = plain.value(cand)
@@ -266,7 +284,7 @@ def tune_weights(
         cand_held, inc_held, name=inc_name, n_campaigns=len(held), min_gain=min_gain
     )
     chosen = cand if adopted else inc_w
-    report = WeightTuningReport(
+    return WeightTuningReport(
         weights=chosen,
         value=cand_value if adopted else inc_value,
         preset_values=preset_values,
@@ -285,5 +303,53 @@ def tune_weights(
         held_out_preset_values=held_presets,
         train_seeds=train,
         held_out_seeds=held,
+        incumbent_held_out_value=inc_held,
+        evaluations=tuple(
+            Evaluation(params=p, residuals=tuple(float(x) for x in r), value=float(r @ r)) for p, r in warm
+        )
+        + res.evaluations,
     )
-    return chosen, report
+
+
+def _starts(
+    starts: Sequence[PufferscaleWeights],
+    past: Sequence[Evaluation],
+    *,
+    known: Sequence[dict[str, float]],
+    limit: int,
+) -> list[dict[str, float]]:
+    """A warm start's points to evaluate first: its weights, then its three best evaluations
+    (re-run: their campaigns were another trace's), none already told, at most ``limit``."""
+    ranked = sorted((e for e in past if not e.failed and e.value is not None), key=lambda e: e.value or 0.0)
+    out: list[dict[str, float]] = []
+    picks = [params_from_weights(w) for w in starts]
+    picks += [{k: float(e.params[k]) for k in _WIDTH} for e in ranked[:3] if set(_WIDTH) <= set(e.params)]
+    for p in picks:
+        q = {
+            "log10_ratio": min(max(p["log10_ratio"], RATIO_BOUNDS[0]), RATIO_BOUNDS[1]),
+            "log10_wt": min(max(p["log10_wt"], WT_BOUNDS[0]), WT_BOUNDS[1]),
+        }
+        if not any(_close(q, k) for k in [*known, *out]):
+            out.append(q)
+    return out[:limit]
+
+
+def _close(a: dict[str, float], b: dict[str, float], tol: float = 0.02) -> bool:
+    """Within ``tol`` of each other on both axes (as a share of the axis): a point so close
+    to one already evaluated would spend an evaluation on noise."""
+    return all(abs(a[k] - b[k]) < tol * _WIDTH[k] for k in _WIDTH)
+
+
+def at_bounds(w: PufferscaleWeights) -> list[str]:
+    """Which of the search's bounds ``w`` sits on (the weights' only constraints).
+
+    >>> at_bounds(PufferscaleWeights(w_load=1.0, w_data=1e-3, w_time=100.0))
+    ['W_L / W_D at 10^3', 'W_T at 10^2']
+    """
+    p = params_from_weights(w)
+    out = []
+    for name, key, (lo, hi) in (("W_L / W_D", "log10_ratio", RATIO_BOUNDS), ("W_T", "log10_wt", WT_BOUNDS)):
+        for bound in (lo, hi):
+            if abs(p[key] - bound) < 1e-6:
+                out.append(f"{name} at 10^{bound:g}")
+    return out

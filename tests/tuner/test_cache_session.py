@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from regimetune.models import CacheMode, ConfigError, InputError, PolicyFile
+from regimetune.tuner import CacheConfig, CostModel, Workload, tune
 from regimetune.tuner.cache import CacheTrace, RegimePolicy, StoreModel, simulate
+from regimetune.tuner.cache.session import cache_space
 from regimetune.tuner.objectives import CacheObjective, memory_fraction
-from regimetune.tuner.sessions import cache_space, paper_baselines, tune_cache
 
 RATE = 50  # requests per second
 
@@ -31,12 +32,22 @@ STORE = StoreModel(capacity_ops_s=10.0, buffer_s=0.0)
 OBJ = CacheObjective(efficiency_target=0.95, memory_budget=0.6)
 
 
+def config(**kw) -> CacheConfig:
+    return CacheConfig(objective=OBJ, cost=CostModel.from_store(STORE), **kw)
+
+
+def workload(switch_time_s: float | None = None) -> Workload:
+    trace, starts, labels = two_regime_trace()
+    return Workload(labels=labels, window_starts_s=starts, trace=trace, switch_time_s=switch_time_s)
+
+
 def check_tuning(res, trace, starts, labels):
     limits = {r: p.cache.limit_keys for r, p in res.policy_file.regimes.items()}
     assert set(limits) == {0, 1}
     assert limits[0] >= 200 > limits[1]
-    assert res.best.efficiency >= 0.95
-    assert memory_fraction(res.best, res.unlimited) <= 0.6
+    best, unlimited = res.detail.best, res.detail.unlimited
+    assert best.efficiency >= 0.95
+    assert memory_fraction(best, unlimited) <= 0.6
     assert res.report["best"]["feasible"] == 1.0
     # the policy file, loaded back, reproduces the reported simulation
     pf = PolicyFile.model_validate_json(res.policy_file.model_dump_json())
@@ -50,60 +61,50 @@ def check_tuning(res, trace, starts, labels):
         ),
         store=STORE,
     )
-    assert again.efficiency == pytest.approx(res.best.efficiency)
-    assert again.mean_keys == pytest.approx(res.best.mean_keys)
+    assert again.efficiency == pytest.approx(best.efficiency)
+    assert again.mean_keys == pytest.approx(best.mean_keys)
     # every static LRU is worse on the objective than the tuned regime policy
     for n in (10, 200, 210):
         from regimetune.models import CachePolicy
 
         static = simulate(trace, CachePolicy(mode="lru", limit_keys=n), store=STORE)
-        assert OBJ.value(OBJ.of(static, res.unlimited)) > OBJ.value(OBJ.of(res.best, res.unlimited))
+        assert OBJ.value(OBJ.of(static, unlimited)) > OBJ.value(OBJ.of(best, unlimited))
 
 
 @pytest.mark.parametrize("optimizer", ["Pounders", "TwoPointsDE"])
 def test_tuning_finds_a_limit_per_regime(optimizer):
-    trace, starts, labels = two_regime_trace()
-    res = tune_cache(
-        trace,
-        labels=labels,
-        window_starts_s=starts,
-        objective=OBJ,
-        optimizer=optimizer,
-        budget=40 if optimizer == "Pounders" else 150,
-        workers=0,
-        store=STORE,
-        baselines=paper_baselines(),
-    )
-    check_tuning(res, trace, starts, labels)
-    assert len(res.evaluations) <= (40 if optimizer == "Pounders" else 150)
+    budget = 40 if optimizer == "Pounders" else 150
+    res = tune(workload(), "cache", config=config(optimizer=optimizer, budget=budget), workers=0)
+    check_tuning(res, *two_regime_trace())
+    assert len(res.evaluations) <= budget and res.searches[0].regimes == (0, 1)
     assert all(v == int(v) and v >= 1 for e in res.evaluations for v in e.params.values())
-    assert set(res.report["baselines"]) == {"unlimited", "lru_100k", "two_phase_100k_10k"}
+    assert set(res.report["baselines"]) == {
+        "unlimited", "lru_100k", "two_phase_100k_10k", "lru_scaled", "two_phase_scaled", "lru_budget"
+    }  # fmt: skip
+    history = res.searches[0].best_so_far()  # the convergence history
+    assert len(history) == len(res.evaluations) and history == sorted(history, reverse=True)
 
 
 def test_tuning_runs_in_a_process_pool_and_in_any_executor():
-    trace, starts, labels = two_regime_trace()
-    kw = {"labels": labels, "window_starts_s": starts, "objective": OBJ, "store": STORE, "budget": 40}
-    pooled = tune_cache(trace, workers=2, **kw)  # the default: a local process pool
+    cfg = config(budget=40)
+    pooled = tune(workload(), "cache", config=cfg, workers=2)  # the default: a local process pool
     with ThreadPoolExecutor(2) as ex:
-        threaded = tune_cache(trace, executor=ex, workers=2, **kw)
+        threaded = tune(workload(), "cache", config=cfg, executor=ex, workers=2)
     for res in (pooled, threaded):
         assert len(res.evaluations) == 40 and not any(e.failed for e in res.evaluations)
         limits = {r: p.cache.limit_keys for r, p in res.policy_file.regimes.items()}
-        assert limits[0] >= 200 > limits[1] and res.best.efficiency >= 0.95
+        assert limits[0] >= 200 > limits[1] and res.detail.best.efficiency >= 0.95
         # better than any warm start (uniform limits, the paper's policy)
         assert res.report["best"]["objective"] < min(e.value for e in res.evaluations[:4])
 
 
 def test_switch_at_a_time_is_tried():
-    trace, starts, labels = two_regime_trace()
-    res = tune_cache(
-        trace, labels=labels, window_starts_s=starts, objective=OBJ, store=STORE, budget=20, workers=0,
-        optimizer="OnePlusOne",
-        switch_time_s=0.0,
-    )  # fmt: skip
+    res = tune(
+        workload(switch_time_s=0.0), "cache", config=config(budget=20, optimizer="OnePlusOne"), workers=0
+    )
     modes = {p.cache.mode for p in res.policy_file.regimes.values()}
     assert modes <= {CacheMode.LRU, CacheMode.TWO_PHASE}
-    assert res.best_params["switch"] in {"time", "high_watermark_keys"}
+    assert res.detail.best_params["switch"] in {"time", "high_watermark_keys"}
 
 
 def test_space_is_integer_key_counts_on_a_log_scale():
@@ -120,12 +121,20 @@ def test_space_is_integer_key_counts_on_a_log_scale():
 
 def test_bad_session_inputs():
     trace, starts, labels = two_regime_trace()
-    kw = {"window_starts_s": starts, "store": STORE, "workers": 0}
     with pytest.raises(ConfigError, match="budget"):
-        tune_cache(trace, labels=labels, budget=0, **kw)
+        config(budget=0)
     with pytest.raises(ConfigError, match="unknown optimizer"):
-        tune_cache(trace, labels=labels, optimizer="NoSuchThing", budget=2, **kw)
+        config(optimizer="NoSuchThing")
+    with pytest.raises(ConfigError, match="takes a CacheConfig"):
+        tune(workload(), "cache", config=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="objective is 'cache' or 'rescale'"):
+        tune(workload(), "latency")
     with pytest.raises(InputError, match="no regime"):
-        tune_cache(trace, labels=np.full(len(starts), -1), budget=2, **kw)
+        tune(
+            Workload(labels=np.full(len(starts), -1), window_starts_s=starts, trace=trace),
+            config=config(budget=2),
+        )
     with pytest.raises(InputError, match="equally long"):
-        tune_cache(trace, labels=labels[:3], budget=2, **kw)
+        Workload(labels=labels[:3], window_starts_s=starts, trace=trace)
+    with pytest.raises(InputError, match="not only its windows"):
+        tune(Workload(labels=labels, window_starts_s=starts), config=config(budget=2), workers=0)

@@ -8,28 +8,27 @@ and rounded to integer key counts. Every candidate is scored by :func:`simulate`
 :class:`CacheObjective`'s residuals; evaluations run in a ``concurrent.futures`` executor
 (a local process pool by default; the trace is handed to each worker once).
 
-The result is a :class:`PolicyFile` (a ``Policy`` per regime id, a default, the detector's
-state) and a report with the hand-set baselines beside the tuned policy.
+The result is a :class:`TuningResult` whose policy file holds a ``Policy`` per regime id, a
+default and the detector's state, with the hand-set baselines beside the tuned policy. The
+entry point is :func:`regimetune.tuner.tune`; this module is its cache half.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from regimetune.models import CacheMode, CachePolicy, Evaluation, EventBatch, Policy, PolicyFile
-from regimetune.models.errors import ConfigError, InputError, TuningError
-from regimetune.tuner.cache import CacheResult, CacheTrace, CostModel, RegimePolicy, StoreModel, simulate
+from regimetune.models import CacheMode, CachePolicy, Evaluation, Objective, Policy, PolicyFile
+from regimetune.models.errors import InputError
+from regimetune.tuner.cache import CacheResult, CacheTrace, CostModel, RegimePolicy, simulate
 from regimetune.tuner.cache.limits import KeyLimit
 from regimetune.tuner.cache.schedule import CachePolicyLike
-from regimetune.tuner.cache.sim import DEFAULT_VALUE_SIZE, byte_hit_ratio
+from regimetune.tuner.cache.sim import byte_hit_ratio
+from regimetune.tuner.config import CacheConfig, Validation, WarmStart
 from regimetune.tuner.objectives import (
     RESIDUAL_NAMES,
     CacheObjective,
@@ -38,10 +37,11 @@ from regimetune.tuner.objectives import (
     memory_fraction,
     relative_efficiency,
 )
-from regimetune.tuner.optim import DEFAULT_BATCH_SIZE, Param, Space, available_optimizers, minimize
-from regimetune.tuner.optim.executors import open_executor
+from regimetune.tuner.optim import Param, Space, minimize
+from regimetune.tuner.optim.executors import evaluator
+from regimetune.tuner.result import Search, TuningResult, Verdict
+from regimetune.tuner.workload import NO_REGIME, Workload
 
-DEFAULT_OPTIMIZER = "Pounders"
 PAPER_HIGH_WATERMARK = 100_000
 PAPER_LIMIT = 10_000
 PAPER_KEYSPACE = 150_000
@@ -49,8 +49,6 @@ PAPER_KEYSPACE = 150_000
 HOLDOUT_BLOCK_WINDOWS = 30
 """Held-apart windows come in blocks of this many (5 min of 10 s windows), so the cache state
 a block starts with carries little of the tuning windows' accesses into its score."""
-DEFAULT_SWEEP = (0.01, 0.05, 0.2, 1.0)
-"""Miss costs (relative to the compute per request) of the sensitivity sweep."""
 
 
 # --- the search space --------------------------------------------------------------------
@@ -135,43 +133,8 @@ class _Problem:
         return self.objective.of(res, self.unlimited, self.tune_windows)
 
 
-_WORKER_PROBLEM: _Problem | None = None
-
-
-def _init_worker(problem: _Problem) -> None:
-    global _WORKER_PROBLEM
-    _WORKER_PROBLEM = problem
-
-
-def _residuals_in_worker(params: dict[str, float]) -> np.ndarray:
-    """Objective for a pool started with ``_init_worker``: the trace crossed over once."""
-    if _WORKER_PROBLEM is None:  # pragma: no cover - a pool without the initializer
-        raise TuningError("worker has no tuning problem")
-    return _WORKER_PROBLEM.residuals(params)
-
-
 def _residuals_with(problem: _Problem, params: dict[str, float]) -> np.ndarray:
     return problem.residuals(params)
-
-
-@contextlib.contextmanager
-def _evaluator(
-    executor: Executor | str | None, workers: int, problem: _Problem
-) -> Iterator[tuple[Executor | None, Callable[[dict[str, float]], np.ndarray]]]:
-    """The executor evaluations run in and the task it runs. A local process pool of our own
-    receives the problem once per worker (its initializer); a Dask cluster once per worker
-    too (``minimize`` scatters the task); a given executor gets it with every task."""
-    with_problem: Callable[[dict[str, float]], np.ndarray] = partial(_residuals_with, problem)
-    if executor is None and workers <= 0:
-        yield None, with_problem
-    elif executor is None or executor == "process":
-        with open_executor("process", workers=workers, initializer=_init_worker, initargs=(problem,)) as pool:
-            yield pool, _residuals_in_worker
-    elif isinstance(executor, str):
-        with open_executor(executor, workers=workers) as pool:
-            yield pool, with_problem
-    else:
-        yield executor, with_problem
 
 
 def _fits(space: Space, params: Mapping[str, float]) -> bool:
@@ -208,19 +171,14 @@ def _default_of(pols: Mapping[int, CachePolicy]) -> CachePolicy:
 
 
 @dataclass(frozen=True, eq=False)
-class CacheTuning:
-    """Outcome of :func:`tune_cache`: the policy file, the winning policy's simulation, the
-    baselines, every evaluation, whether the tuned policy should replace the current one
-    (``push``, with ``report["decision"]`` saying why) and a JSON-able report."""
+class CacheDetail:
+    """The cache tuning's own figures: the chosen policy's simulation (``best``, with the
+    parameters that made it), the unlimited cache's and each baseline's."""
 
-    policy_file: PolicyFile
     best: CacheResult
     best_params: dict[str, Any]
     unlimited: CacheResult
-    baselines: dict[str, CacheResult]
-    evaluations: list[Evaluation]
-    report: dict[str, Any] = field(default_factory=dict)
-    push: bool = True
+    baselines: dict[str, CacheResult] = field(default_factory=dict)
 
 
 def _warm_starts(
@@ -253,25 +211,27 @@ def _clip_all(
 
 
 def _previous_starts(
-    previous: CacheTuning | Sequence[Evaluation],
-    regime_ids: Sequence[int],
-    n_keys: int,
-    max_limit: int | None,
+    warm: WarmStart, regime_ids: Sequence[int], n_keys: int, max_limit: int | None
 ) -> list[dict[str, float]]:
-    """Starting points from an earlier tuning of the same workload: its tuned policy, then its
-    best few evaluations. A regime it did not know gets its most generous limit."""
-    evals = previous.evaluations if isinstance(previous, CacheTuning) else list(previous)
-    ranked = sorted((e for e in evals if not e.failed), key=lambda e: (not _meets(e.residuals), e.value))
+    """Starting points from an earlier tuning of the same workload: its regimes' policies
+    (a regime it did not know gets its most generous limit), then its best few evaluations."""
+    ranked = sorted(
+        (e for e in warm.evaluations_for(regime_ids) if not e.failed and e.value is not None),
+        key=lambda e: (not _meets(e.residuals), e.value),
+    )
     picks: list[Mapping[str, float]] = []
-    if isinstance(previous, CacheTuning):
-        picks.append({k: v for k, v in previous.best_params.items() if k.startswith(("limit_", "high_"))})
+    caches = {r: warm.policy_for(r).cache for r in regime_ids}
+    limits = {f"limit_{r}": float(c.limit_keys) for r, c in caches.items() if c.limit_keys is not None}
+    if limits:
+        highs = [c.high_watermark_keys for c in caches.values() if c.high_watermark_keys is not None]
+        picks.append({"high_watermark_keys": float(highs[0]) if highs else 1.0, **limits})
     picks.extend(e.params for e in ranked[:3])
     out = []
     for p in picks:
-        limits = [float(v) for k, v in p.items() if k.startswith("limit_")]
-        if not limits or "high_watermark_keys" not in p:
+        known = [float(v) for k, v in p.items() if k.startswith("limit_")]
+        if not known or "high_watermark_keys" not in p:
             continue
-        fill = max(limits)
+        fill = max(known)
         out.append(
             {
                 "high_watermark_keys": float(p["high_watermark_keys"]),
@@ -334,9 +294,11 @@ def _decide(
     current: CachePolicyLike | None,
     held: np.ndarray,
     objective: CacheObjective,
+    min_gain: float = 0.0,
 ) -> dict[str, Any]:
-    """Whether the tuned policy replaces ``current``: only if it fits the memory budget and
-    scores at least as well on the held-apart windows."""
+    """Whether the tuned policy replaces ``current``: only if it scores at least as well on
+    the held-apart windows (better by ``min_gain``, relative). Without a current policy, it
+    is adopted if it fits the memory budget."""
     unl = problem.unlimited
     mask = held if np.any(held) else None
     tuned_val = objective.value(objective.of(tuned, unl, mask))
@@ -348,10 +310,13 @@ def _decide(
             "memory_fraction": memory_fraction(tuned, unl, mask),
         },
     }
-    if not objective.fits_memory(tuned, unl):
-        return {**out, "push": False, "reason": "no policy found fits the memory budget"}
+    fits = objective.fits_memory(tuned, unl)
     if current is None:
+        if not fits:
+            return {**out, "push": False, "reason": "no policy found fits the memory budget"}
         return {**out, "push": True, "reason": "no current policy to compare with"}
+    if not fits:  # still better than a current policy that exceeds the budget further
+        out["note"] = "no policy found fits the memory budget"
     cur = problem.run(current)
     cur_val = objective.value(objective.of(cur, unl, mask))
     out["current_held_out"] = {
@@ -361,7 +326,7 @@ def _decide(
     }
     if mask is None:
         return {**out, "push": True, "reason": "trace too short to hold windows apart; not validated"}
-    if tuned_val <= cur_val:
+    if tuned_val <= cur_val * (1.0 - min_gain):
         return {
             **out,
             "push": True,
@@ -375,93 +340,47 @@ def _decide(
 
 
 def tune_cache(
-    trace: CacheTrace,
+    workload: Workload,
+    config: CacheConfig,
     *,
-    labels: np.ndarray,
-    window_starts_s: np.ndarray,
-    objective: CacheObjective | None = None,
-    optimizer: str = DEFAULT_OPTIMIZER,
-    budget: int = 80,
+    validation: Validation,
+    warm_start: WarmStart | None = None,
     executor: Executor | str | None = None,
     workers: int | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    store: StoreModel | None = None,
-    value_size: int = DEFAULT_VALUE_SIZE,
-    seed: int = 0,
-    switch_time_s: float | None = None,
-    suggested_keys: int | None = None,
-    baselines: Mapping[str, Any] | None = None,
-    detector_state: dict[str, Any] | None = None,
-    trace_name: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     resume: Sequence[Evaluation] = (),
     on_evaluation: Callable[[Evaluation], None] | None = None,
-    cost: CostModel | None = None,
-    max_limit: KeyLimit | int | float | str | None = None,
-    holdout: float = 0.25,
-    current: CachePolicyLike | None = None,
-    warm_start: CacheTuning | Sequence[Evaluation] | None = None,
-    sweep: Sequence[float] = DEFAULT_SWEEP,
-) -> CacheTuning:
-    """Tune a limit per regime (``labels[w]`` is the regime of the window starting at
-    ``window_starts_s[w]``) and the two-phase switch point on ``trace``.
-
-    ``switch_time_s`` (e.g. the detected start of the third regime) is tried as the switch
-    point beside ``H`` keys; ``suggested_keys`` (e.g. the K-means suggestion) seeds the
-    search. ``executor`` runs evaluations: an executor, or its name (``"process"``,
-    ``"thread"``, a Dask scheduler address ``"tcp://host:port"``); by default a local process
-    pool of ``workers`` processes, and ``workers=0`` evaluates in this process. ``batch_size``
-    candidates are asked and evaluated per round, so a ``seed`` gives the same result on any
-    number of workers. ``baselines`` are extra named policies simulated for the report.
-
-    ``cost`` is the store's cost model (default :class:`CostModel`; a ``store`` alone keeps
-    the older throughput-only model). The objective's memory budget is a hard constraint:
-    the returned policy fits it (if no evaluated policy does, a static LRU sized to fit is
-    returned, and ``push`` is False if even that cannot fit). ``max_limit`` (keys, a
-    fraction of the keyspace, ``"5%"``) bounds every regime limit. A ``holdout`` fraction of
-    the windows is held apart from tuning; the tuned policy replaces ``current`` (``push``)
-    only if it scores at least as well there. ``warm_start`` (an earlier result or its
-    evaluations on the same workload) replaces the generic starting points with its tuned
-    policy and best evaluations. ``sweep`` lists the miss costs of the sensitivity sweep.
-
-    ``resume`` holds the evaluations of an interrupted run on the same trace: they are told to
-    the optimizer (not repeated) and count against ``budget``; ``on_evaluation`` receives each
-    new evaluation as it completes, so a caller can store them for such a resumption.
-    """
-    objective = objective or CacheObjective()
-    if cost is None:
-        cost = CostModel() if store is None else CostModel.from_store(store)
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ConfigError(f"budget must be a positive number of evaluations, got {budget!r}")
-    if not (isinstance(holdout, int | float) and 0.0 <= holdout <= 0.5):
-        raise ConfigError(f"holdout must be a fraction of the windows in [0, 0.5], got {holdout!r}")
-    lab = np.asarray(labels, dtype=np.int64)
-    starts = np.asarray(window_starts_s, dtype=np.float64)
-    if lab.shape != starts.shape or lab.ndim != 1 or len(lab) == 0:
-        raise InputError("labels and window starts must be equally long, non-empty vectors")
-    ids = tuple(sorted({int(v) for v in lab.tolist() if v >= 0}))
+) -> TuningResult:
+    """Tune a limit per regime of ``workload`` and the two-phase switch point (see
+    :func:`regimetune.tuner.tune`, which validates the arguments and calls this)."""
+    objective, cost, budget = config.objective, config.cost, config.budget
+    trace = workload.cache_trace
+    lab, starts = workload.labels, workload.window_starts_s
+    ids = workload.regime_ids
     if not ids:
-        raise InputError("no regime labels to tune for (all windows are unlabelled)")
-    if optimizer not in available_optimizers():
-        raise ConfigError(
-            f"unknown optimizer {optimizer!r}; use 'Pounders' (default) or a nevergrad optimizer such as "
-            "'TwoPointsDE', 'OnePlusOne', 'CMA', 'NGOpt'"
+        raise InputError(
+            "no regime was confirmed in this trace, so there is no regime to tune a limit for: a level "
+            "is a regime once it has held the detector's min_regime_s (900 s by default); tune a longer "
+            "trace, or detect shorter regimes (regimetune tune ... --param min_regime_s=300)"
         )
-    limit_keys = None if max_limit is None else KeyLimit.of(max_limit).resolve(trace.n_keys)
-    unlimited = simulate(trace, CachePolicy(), cost=cost, value_size=value_size)
-    held = holdout_windows(trace.n_windows, float(holdout))
+    limit_keys = None if config.max_limit is None else config.max_limit.resolve(trace.n_keys)
+    unlimited = simulate(trace, CachePolicy(), cost=cost, value_size=config.value_size)
+    held = holdout_windows(trace.n_windows, validation.holdout_for(Objective.CACHE))
     tune_w = ~held
-    problem = _Problem(trace, lab, starts, ids, objective, cost, value_size, unlimited, tune_w)
+    problem = _Problem(trace, lab, starts, ids, objective, cost, config.value_size, unlimited, tune_w)
     warm = _previous_starts(warm_start, ids, trace.n_keys, limit_keys) if warm_start is not None else []
-    # the largest static LRU within the memory budget: a candidate beside the search's
-    fit_n = max(int(objective.memory_budget * mean_keys_over(unlimited, tune_w)), 1)
+    # the largest static LRU within the memory budget, on the tuning windows and on all of
+    # them (the budget is judged on both): a candidate beside the search's
+    unl_keys = min(mean_keys_over(unlimited, tune_w), unlimited.mean_keys)
+    fit_n = max(int(objective.memory_budget * unl_keys), 1)
     fit = _clip_all(
         [{"high_watermark_keys": 1.0, **{f"limit_{r}": float(fit_n) for r in ids}}], trace.n_keys, limit_keys
     )[0]
-    warm = (warm or _warm_starts(ids, trace.n_keys, suggested_keys, limit_keys))[: max(budget - 1, 1)]
+    warm = (warm or _warm_starts(ids, trace.n_keys, workload.suggested_keys, limit_keys))[
+        : max(budget - 1, 1)
+    ]
     space = cache_space(ids, trace.n_keys, init=warm[0], max_limit_keys=limit_keys)
 
-    n_workers = min(2, os.cpu_count() or 1) if workers is None else workers
     # an evaluation of another space (the regimes changed since) cannot be told: skip it
     resume = [e for e in resume if _fits(space, e.params)]
     # residuals of another objective shape (a checkpoint from an older version) cannot be told
@@ -473,19 +392,19 @@ def tune_cache(
     seen = [e.params for e in resume]
     initial = [p for p in warm if p not in seen]
     remaining = max(budget - len(resume), len(initial) + 1)
-    with _evaluator(executor, n_workers, problem) as (pool, task):
+    with evaluator(executor, workers, problem, _residuals_with) as (pool, task):
         # the hand-set policies are evaluated first (they count against the budget) and told
         # to the optimizer, so it starts from the best of them
         run = minimize(
             task,
             space,
             budget=remaining,
-            optimizer=optimizer,
+            optimizer=config.optimizer,
             executor=pool,
-            batch_size=batch_size,
+            batch_size=config.batch_size,
             initial=initial,
             warm_start=[(e.params, e.residuals) for e in done],
-            seed=seed,
+            seed=config.seed,
             progress=None if progress is None else lambda n, _b, _v: progress(len(resume) + n, budget),
             on_evaluation=on_evaluation,
         )
@@ -510,8 +429,8 @@ def tune_cache(
         "switch": "high_watermark_keys",
         "high_watermark_keys": params["high_watermark_keys"],
     }
-    if switch_time_s is not None:  # the same limits, switching at the detected regime start
-        alt_policy = problem.policy(params, switch_time_s=switch_time_s)
+    if workload.switch_time_s is not None:  # the same limits, switching at the detected regime start
+        alt_policy = problem.policy(params, switch_time_s=workload.switch_time_s)
         alt = problem.run(alt_policy)
 
         def rank(res: CacheResult) -> tuple[bool, bool, float]:
@@ -523,42 +442,27 @@ def tune_cache(
 
         if rank(alt) < rank(best_res):
             best_res, best_policy = alt, alt_policy
-            switch_kind = {"switch": "time", "switch_time_s": switch_time_s}
+            switch_kind = {"switch": "time", "switch_time_s": workload.switch_time_s}
     score = objective.value(objective.of(best_res, unlimited, tune_w))
 
     cache_pols = dict(best_policy.policies)
-    pfile = PolicyFile(
-        trace=trace_name,
-        default=Policy(cache=best_policy.default, source="tuned", score=score),
-        regimes={r: Policy(regime_id=r, cache=p, source="tuned", score=score) for r, p in cache_pols.items()},
-        detector_state=detector_state,
-    )
-    base_pols: dict[str, Any] = {"unlimited": CachePolicy(), **dict(baselines or {})}
+    candidates = {r: Policy(regime_id=r, cache=p, source="tuned", score=score) for r, p in cache_pols.items()}
+    candidates[NO_REGIME] = Policy(cache=best_policy.default, source="tuned", score=score)
+    base_pols: dict[str, CachePolicy] = {
+        "unlimited": CachePolicy(),
+        **paper_baselines(
+            third_start_s=workload.switch_time_s, suggested_keys=workload.suggested_keys, n_keys=trace.n_keys
+        ),
+        "lru_budget": CachePolicy(
+            mode=CacheMode.LRU, limit_keys=max(int(objective.memory_budget * unlimited.mean_keys), 1)
+        ),
+    }
     base_res = {
         name: (unlimited if name == "unlimited" else problem.run(pol)) for name, pol in base_pols.items()
     }
-
-    unl_bytes = byte_hit_ratio(trace, CachePolicy())
-
-    def row(res: CacheResult, pol: Any) -> dict[str, float]:
-        r = objective.of(res, unlimited)
-        hr = res.hit_ratio
-        rel = hr / unlimited.hit_ratio if unlimited.hit_ratio > 0 else 1.0
-        b = byte_hit_ratio(trace, pol)
-        return {
-            **res.summary(),
-            "hit_ratio_vs_unlimited": rel,
-            # without request sizes every value has ``value_size`` bytes: bytes hit as keys do
-            "byte_hit_ratio_vs_unlimited": rel if b is None or not unl_bytes else b / unl_bytes,
-            "memory_fraction": memory_fraction(res, unlimited),
-            "peak_fraction": res.peak_keys / unlimited.peak_keys if unlimited.peak_keys else 0.0,
-            "objective": objective.value(r),
-            "feasible": float(objective.feasible(res, unlimited)),
-            "fits_memory": float(objective.fits_memory(res, unlimited)),
-        }
-
+    rows = _Rows(trace, objective, unlimited)
     sweep_rows: dict[str, dict[str, float]] = {}
-    for m in sweep:
+    for m in config.sweep:
         c = cost.with_miss_cost(float(m))
         unl_m = problem.run(CachePolicy(), c)
         cells = {"tuned": problem.run(best_policy, c).efficiency, "unlimited": unl_m.efficiency}
@@ -566,54 +470,121 @@ def tune_cache(
             if name != "unlimited":
                 cells[name] = problem.run(pol, c).efficiency
         sweep_rows[f"{float(m):g}"] = cells
-    decision = _decide(problem, best_res, current, held, objective)
+    current = validation.current
+    current_policy = None if current is None else _regime_policy(current, starts, lab)
+    decision = _decide(problem, best_res, current_policy, held, objective, validation.min_gain)
     if fallback:
         decision["fallback"] = (
             "the static LRU sized to the memory budget did better than every policy the search "
             "evaluated within it (or none fitted), so it is returned"
         )
     binding = _binding(problem, best_res, evaluations, objective)
-
+    adopted = bool(decision["push"])
+    verdict = Verdict(
+        adopted=adopted,
+        reason=str(decision["reason"]),
+        tuned_held_out=decision["tuned_held_out"]["objective"],
+        current_held_out=(decision.get("current_held_out") or {}).get("objective"),
+    )
+    keep = not adopted and current is not None
+    pfile = PolicyFile(
+        trace=workload.name,
+        default=current.default if keep and current is not None else candidates[NO_REGIME],
+        regimes=_kept(current, ids) if keep and current is not None else {r: candidates[r] for r in ids},
+        detector_state=workload.detector_state,
+    )
+    table = {
+        "tuned": rows.of(best_res, best_policy),
+        **{n: rows.of(r, base_pols[n]) for n, r in base_res.items()},
+    }
+    windows = workload.windows_of()
     report = {
+        "objective": Objective.CACHE.value,
         "optimizer": run.optimizer,
         "budget": budget,
         "n_evaluations": len(evaluations),
+        "best_value": score,
         "resumed_evaluations": len(resume),
         "warm_started": warm_start is not None,
-        "objective": objective.get_params(),
+        "target": objective.get_params(),
         "cost_model": cost.describe(),
         "store": {
             "capacity_ops_s": cost.store_for(trace.unavoidable_w, trace.window_s).capacity_ops_s,
             "buffer_s": cost.buffer_s,
         },
-        "value_size": value_size,
+        "value_size": config.value_size,
         "max_limit_keys": limit_keys,
         "trace": {
             "requests": trace.n_requests,
             "keys": trace.n_keys,
             "duration_s": trace.duration_s,
-            "regime_windows": {int(r): int(np.count_nonzero(lab == r)) for r in ids},
+            "windows": len(lab),
+            "regime_windows": {r: windows.get(r, 0) for r in ids},
         },
-        "best": {
-            **switch_kind,
-            "limits": {r: p.limit_keys for r, p in cache_pols.items()},
-            **row(best_res, best_policy),
+        "regimes": {
+            r: {"windows": windows.get(r, 0), "limit_keys": cache_pols[r].limit_keys, **verdict.to_json()}
+            for r in ids
         },
-        "baselines": {name: row(res, base_pols[name]) for name, res in base_res.items()},
+        "best": {**switch_kind, "limits": {r: p.limit_keys for r, p in cache_pols.items()}, **table["tuned"]},
+        "baselines": {n: row for n, row in table.items() if n != "tuned"},
         "sweep": sweep_rows,
         "binds": binding,
         "decision": decision,
     }
-    return CacheTuning(
+    return TuningResult(
+        objective=Objective.CACHE,
         policy_file=pfile,
-        best=best_res,
-        best_params={**params, **switch_kind},
-        unlimited=unlimited,
-        baselines=base_res,
-        evaluations=evaluations,
+        candidates=candidates,
+        searches=(Search(regimes=ids, optimizer=run.optimizer, evaluations=tuple(evaluations)),),
+        verdicts={r: verdict for r in ids},
+        baselines=table,
+        binds=binding,
         report=report,
-        push=bool(decision["push"]),
+        detail=CacheDetail(
+            best=best_res, best_params={**params, **switch_kind}, unlimited=unlimited, baselines=base_res
+        ),
     )
+
+
+def _regime_policy(current: PolicyFile, starts: np.ndarray, labels: np.ndarray) -> RegimePolicy:
+    """The cache policies of ``current`` as the service would run them on these windows."""
+    return RegimePolicy(
+        policies={r: p.cache for r, p in current.regimes.items()},
+        window_starts_s=starts,
+        labels=labels,
+        default=current.default.cache,
+    )
+
+
+def _kept(current: PolicyFile, regime_ids: Sequence[int]) -> dict[int, Policy]:
+    """The current policy of each regime (its default where it has none), kept in force."""
+    return {
+        r: current.regimes.get(r, current.default).model_copy(update={"regime_id": r}) for r in regime_ids
+    }
+
+
+class _Rows:
+    """A row of the comparison table per simulated policy."""
+
+    def __init__(self, trace: CacheTrace, objective: CacheObjective, unlimited: CacheResult) -> None:
+        self.trace, self.objective, self.unlimited = trace, objective, unlimited
+        self.unl_bytes = byte_hit_ratio(trace, CachePolicy())
+
+    def of(self, res: CacheResult, pol: CachePolicyLike) -> dict[str, float]:
+        obj, unl = self.objective, self.unlimited
+        rel = res.hit_ratio / unl.hit_ratio if unl.hit_ratio > 0 else 1.0
+        b = byte_hit_ratio(self.trace, pol)
+        return {
+            **res.summary(),
+            "hit_ratio_vs_unlimited": rel,
+            # without request sizes every value has ``value_size`` bytes: bytes hit as keys do
+            "byte_hit_ratio_vs_unlimited": rel if b is None or not self.unl_bytes else b / self.unl_bytes,
+            "memory_fraction": memory_fraction(res, unl),
+            "peak_fraction": res.peak_keys / unl.peak_keys if unl.peak_keys else 0.0,
+            "objective": obj.value(obj.of(res, unl)),
+            "feasible": float(obj.feasible(res, unl)),
+            "fits_memory": float(obj.fits_memory(res, unl)),
+        }
 
 
 # --- from batches: windows, regimes, baselines -------------------------------------------
@@ -648,56 +619,11 @@ def paper_baselines(
     return out
 
 
-def tune_cache_batches(
-    batches: Iterable[EventBatch],
-    *,
-    window_s: float = 10.0,
-    trace_name: str | None = None,
-    detector: Any | None = None,
-    **kwargs: Any,
-) -> CacheTuning:
-    """Windows, regimes (online detector) and the paper-mode K-means on a trace, then
-    :func:`tune_cache` with the paper's baselines. Policies switch on the regime the detector
-    held at each window (its online labels, detection delay included), as the service would."""
-    from regimetune.collectors import window_frame
-    from regimetune.regimes import OnlineRegimeDetector, paper_kmeans
-
-    events = list(batches)
-    if not events or sum(len(b) for b in events) == 0:
-        raise InputError("cannot tune a cache on an empty trace")
-    trace = CacheTrace.from_batches(events, window_s=window_s)
-    frame = window_frame(events, window_s=window_s)
-    det = detector if detector is not None else OnlineRegimeDetector()
-    history = det.detect(frame)
-    third_s = suggested = None
-    try:
-        paper = paper_kmeans(frame)
-        third_s, suggested = paper.third_start_time, paper.suggested_cache_keys
-    except InputError:
-        pass
-    state = det.to_state() if hasattr(det, "to_state") else None
-    return tune_cache(
-        trace,
-        # the regime the detector held at each window (no hindsight): what the service will do
-        labels=np.asarray(history.online_labels if history.online_labels is not None else history.labels),
-        window_starts_s=np.asarray(frame["start"], dtype=np.float64),
-        switch_time_s=third_s,
-        suggested_keys=suggested,
-        baselines=paper_baselines(third_start_s=third_s, suggested_keys=suggested, n_keys=trace.n_keys),
-        detector_state=state,
-        trace_name=trace_name,
-        **kwargs,
-    )
-
-
 __all__ = [
-    "DEFAULT_OPTIMIZER",
-    "DEFAULT_SWEEP",
+    "HOLDOUT_BLOCK_WINDOWS",
+    "CacheDetail",
     "cache_space",
     "holdout_windows",
-    "CacheTuning",
     "paper_baselines",
     "regime_cache_policies",
-    "tune_cache",
-    "tune_cache_batches",
 ]
