@@ -86,7 +86,7 @@ def client_ingest(
     """Send ``keys`` distinct keys (from ``first_key`` on) in batches of ``batch`` keys,
     ``per_window`` keys a window, each once the last was acknowledged, or paced at ``rate``
     keys/s; stop early once ``stop_file`` exists."""
-    from regimetune.api.replay import encode_counts
+    from regimetune.client.ingest import encode_counts
 
     conn = http.client.HTTPConnection("127.0.0.1", port)
     rng = np.random.default_rng(0)
@@ -440,8 +440,8 @@ def main() -> None:
         print(json.dumps(CLIENTS[role](**json.loads(kw))))
         return
 
-    from regimetune.api.replay import IngestClient, count_windows
     from regimetune.cli.demo import free_port, spawn, stop, wait_ready
+    from regimetune.client.ingest import IngestClient, count_windows
     from regimetune.collectors import GeneratorConfig, generate
 
     generator = a.generator

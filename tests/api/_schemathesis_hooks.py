@@ -18,7 +18,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from regimetune.api.replay import COUNTS_MEDIA_TYPE
+from regimetune.client.ingest import COUNTS_MEDIA_TYPE
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from regimetune.api import create_app, load_settings
-from regimetune.api.replay import WindowCounts, count_windows
+from regimetune.client.ingest import WindowCounts, count_windows
 from regimetune.collectors import GeneratorConfig, generate
 from regimetune.push import RecordingBackend
 

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from regimetune.api import create_app
-from regimetune.api.replay import WindowCounts
 from regimetune.cli.demo import free_port
+from regimetune.client.ingest import WindowCounts
 from regimetune.push import RecordingBackend
 
 from .conftest import AUTH, READ_TOKEN, settings_for

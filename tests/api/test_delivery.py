@@ -17,6 +17,7 @@ from regimetune.push import RecordingBackend
 
 from .conftest import AUTH, TestClient, post_window, settings_for
 from .test_flow import wait_for
+from .test_ingest import metric
 
 
 def decisions(c: TestClient) -> list[dict[str, Any]]:
@@ -38,8 +39,11 @@ def test_policy_serves_desired_and_says_delivered(make_client, recorder, workloa
     assert status["desired"]["version"] == made[-1] and status["delivered_version"] is None
     assert status["pending"] == made and status["pushing"] is True
     assert "down" in status["last_error"]
+    delivered = "regimetune_policy_delivered_version"
+    assert metric(c, delivered) == 0.0 and metric(c, "regimetune_policy_version") == made[-1]
     recorder.come_up()
     wait_for(lambda: c.get("/v1/policy/status").json()["delivered_version"] == made[-1])
+    assert metric(c, delivered) == made[-1]  # the metric says what the backend acknowledged
     assert c.get("/v1/policy/status").json()["pending"] == []
     again = c.get("/v1/policy", headers={"If-None-Match": r.headers["etag"]})
     assert again.status_code == 304 and again.headers["x-delivered-version"] == str(made[-1])
@@ -76,9 +80,11 @@ def test_flap_budget_holds_changes_back_and_logs_them(make_client, recorder, wor
     assert "flap budget spent (1 versions in the last hour, push.max_per_hour=1)" in held[-1]["detail"]
     assert c.get("/v1/policy").json()["version"] == 1
     assert c.app.state.store.get_kv("engine.held") == held[-1]["regime_to"]  # a restart keeps it
+    held_metric = 'regimetune_policy_changes_held_total{reason="flap_budget"}'
+    assert metric(c, held_metric) == len(held)
     # an hour later the budget allows again: the held-back change is applied
     engine = c.app.state.engine
-    engine.clock = lambda: time.time() + 3601.0
+    engine.decider.clock = lambda: time.time() + 3601.0  # what the flap budget reads
     post_window(c, workload[100])
     last = decisions(c)[-1]
     assert last["policy_version"] == 2 and last["regime_to"] == held[-1]["regime_to"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
+from regimetune.client.ingest import COUNTS_MEDIA_TYPE, encode_counts
 
 from .conftest import AUTH, READ_TOKEN, post_window
 
@@ -269,7 +269,9 @@ def test_a_snapshot_prunes_batches_and_a_restart_from_it_decides_the_same(tmp_pa
         assert c.app.state.store.count_batches() == 1
         for wc in workload[70:100]:
             post_window(c, wc)
-    with TestClient(create_app(s)) as c:  # restart: the snapshot, then batches 71-100 again
+    app = create_app(s)  # restores the snapshot (it took batch 70); the lifespan replays the rest
+    assert app.state.engine.last_seq == 70
+    with TestClient(app) as c:  # restart: the snapshot, then batches 71-100 again
         assert c.app.state.store.count_batches() == 31
         assert c.get("/v1/engine").json()["last_seq"] == 100
         for wc in workload[100:]:
@@ -277,7 +279,10 @@ def test_a_snapshot_prunes_batches_and_a_restart_from_it_decides_the_same(tmp_pa
         assert history(c) == want
     # a snapshot taken with other windowing settings is not used (and says so)
     other = settings_for(tmp_path / "snap", engine={"window_s": 30.0}, ingest={"snapshot_every_s": 0.0})
-    with caplog.at_level(logging.WARNING, logger="regimetune.api.engine"), TestClient(create_app(other)) as c:
+    with (
+        caplog.at_level(logging.WARNING, logger="regimetune.control.windowing"),
+        TestClient(create_app(other)) as c,
+    ):
         assert c.get("/readyz").status_code == 200
     assert "snapshot was taken with other settings" in caplog.text
     # taken on its own every snapshot_every_s (here by the background apply thread); young

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from regimetune.api import create_app
-from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
+from regimetune.client.ingest import COUNTS_MEDIA_TYPE, encode_counts
 
 from .conftest import AUTH, TestClient, settings_for
 
@@ -101,7 +101,7 @@ def test_a_restart_skips_a_stored_bad_batch_instead_of_wedging(tmp_path: Path, c
         cols = {"keys": np.array([1], np.uint64), "reads": np.array([1], np.uint32)}
         store.append_batch(kind="counts", window_start=1e12, columns=cols)  # as an older version did
         store.append_batch(kind="counts", window_start=60.0, columns=cols)
-    with caplog.at_level(logging.WARNING, logger="regimetune.api.engine"), TestClient(create_app(s)) as c:
+    with caplog.at_level(logging.WARNING, logger="regimetune.control.engine"), TestClient(create_app(s)) as c:
         assert c.get("/readyz").status_code == 200
         assert "stored ingest batch 2 skipped on replay" in caplog.text and "1e+12" in caplog.text
         assert c.post("/v1/ingest", json=counts(120.0, [1]), headers=AUTH).status_code == 200
@@ -327,6 +327,7 @@ def test_silence_holds_the_policy_and_says_so_and_an_idle_batch_is_not_silence(m
     assert "holding no policy yet" in ready.json()["detail"]["telemetry"]
     details = [d["detail"] for d in c.get("/v1/decisions").json()["items"]]
     assert sum("telemetry stale" in d for d in details) == 1  # said once, not every check
+    assert metric(c, 'regimetune_policy_changes_held_total{reason="stale_telemetry"}') == 1.0
     n_windows = len(windows(c))
     # a daemon that reports an idle window (no keys) is idle, not silent
     assert c.post("/v1/ingest", json=counts(0.2, []), headers=AUTH).status_code == 200

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from regimetune.api.jobs import read_checkpoint, run_tuning
-from regimetune.api.store import Store
+from regimetune.api.store import SqlStore
+from regimetune.control.jobs import read_checkpoint, run_tuning
 from regimetune.models import Objective, RunStatus, TuningRun
 from regimetune.regimes import OnlineRegimeDetector
 
@@ -128,7 +128,7 @@ def test_a_job_left_running_is_interrupted_on_restart_and_resumes_from_its_evalu
         status=RunStatus.RUNNING,
         trace=str(trace),
     )
-    store = Store.open(s.store)
+    store = SqlStore.open(s.store)
     store.save_job(run)
     store.close()
     checkpoint = work / "checkpoints" / "deadjob.jsonl"
@@ -236,7 +236,7 @@ def _check_progress(c: TestClient, go: Any, release: Any) -> None:
 
 
 def test_a_rescale_job_counts_each_evaluation_as_it_completes(trace_bytes, tmp_path) -> None:
-    from regimetune.api.jobs import count_lines
+    from regimetune.control.jobs import count_lines
 
     trace = tmp_path / "run.csv"
     trace.write_bytes(trace_bytes)

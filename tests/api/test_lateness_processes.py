@@ -30,7 +30,7 @@ N_WINDOWS = 16
 DAEMON = r"""
 import json, sys, time
 import httpx, numpy as np
-from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
+from regimetune.client.ingest import COUNTS_MEDIA_TYPE, encode_counts
 
 base, token, me, first, n, window_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 rng = np.random.default_rng(me)

@@ -4,6 +4,7 @@ response that violates it (bounded examples, in process)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from regimetune.api import create_app
-from regimetune.api.replay import COUNTS_MEDIA_TYPE
+from regimetune.client.ingest import COUNTS_MEDIA_TYPE
 
-from .conftest import TOKEN, settings_for
+from .conftest import TOKEN, TestClient, settings_for
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -32,12 +33,14 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     tmp: Path = tmp_path_factory.mktemp("openapi")
-    return create_app(
+    app = create_app(
         settings_for(tmp, ingest={"max_body_bytes": 1 << 20}, tuning={"executor": "thread"}),
         jobs_runner=lambda *a, **k: {"policy_file": {}, "report": {}},
     )
+    with TestClient(app):  # the lifespan starts the engine, so ingest is exercised too
+        yield app
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +59,53 @@ def test_every_route_documents_its_responses(app: Any) -> None:
             if op.get("security") or (path.startswith("/v1/") and method != "get"):
                 assert {"401", "403"} <= codes, (method, path)
     assert "bearer" in str(doc["components"]["securitySchemes"]).lower()
+    assert not any("400" in op["responses"] for ops in doc["paths"].values() for op in ops.values())
+
+
+AUTH_JSON = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+
+
+def test_a_body_that_cannot_be_parsed_is_a_documented_422_with_the_reason(app: Any) -> None:
+    """Found by schemathesis: JSON that is not UTF-8 was FastAPI's undocumented 400 with no
+    reason, on every route with a JSON body."""
+    c = TestClient(app)
+    tried = 0
+    for path, ops in app.openapi()["paths"].items():
+        for method, op in ops.items():
+            if "application/json" not in op.get("requestBody", {}).get("content", {}):
+                continue
+            r = c.request(method, path.replace("{regime}", "0"), content=b"\xc1\xbd", headers=AUTH_JSON)
+            assert r.status_code == 422, (method, path, r.text)
+            assert "not text in UTF-8" in r.json()["detail"], r.text
+            assert "422" in op["responses"], (method, path)
+            tried += 1
+    assert tried >= 4
+
+
+def test_a_reused_idempotency_key_is_a_documented_409(app: Any) -> None:
+    c = TestClient(app)
+    doc = app.openapi()["paths"]
+    import time
+
+    body = {"window_start": float(int(time.time()) // 60 * 60), "counts": {"keys": [1], "reads": [1]}}
+    key = {**AUTH_JSON, "Idempotency-Key": "openapi-409"}
+    assert c.post("/v1/ingest", json=body, headers=key).status_code == 200
+    body["counts"]["reads"] = [2]
+    r = c.post("/v1/ingest", json=body, headers=key)
+    assert r.status_code == 409 and "already used for another batch" in r.json()["detail"]
+    assert "409" in doc["/v1/ingest"]["post"]["responses"]
+    assert "409" in doc["/v1/ingest/counts"]["post"]["responses"]
+
+
+def test_reads_say_their_token_is_optional_unless_protected(app: Any, tmp_path: Path) -> None:
+    read = app.openapi()["paths"]["/v1/decisions"]["get"]
+    assert read["security"][0] == {} and len(read["security"]) == 2  # optional: reads are open
+    assert TestClient(app).get("/v1/decisions").status_code == 200
+    write = app.openapi()["paths"]["/v1/ingest"]["post"]
+    assert {} not in write["security"]
+    protected = create_app(settings_for(tmp_path, auth={"protect_reads": True}))
+    assert {} not in protected.openapi()["paths"]["/v1/decisions"]["get"]["security"]
+    protected.state.store.close()
 
 
 def test_api_conforms(api_schema: Any) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from regimetune.api.replay import IngestClient
 from regimetune.cli.demo import free_port, spawn, stop, wait_ready
+from regimetune.client.ingest import IngestClient
 
 from .conftest import SHORT_REGIME_S, TOKEN
 

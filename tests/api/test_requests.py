@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from regimetune.api import load_settings
-from regimetune.api.replay import COUNTS_MEDIA_TYPE, encode_counts
+from regimetune.client.ingest import COUNTS_MEDIA_TYPE, encode_counts
 from regimetune.models import ConfigError
 
 from .conftest import AUTH, READ_TOKEN
@@ -143,6 +143,36 @@ def test_bounds_come_from_settings(make_client) -> None:
     assert r.status_code == 200
     assert c.get("/v1/policies/0").json()["cache"]["limit_keys"] == 500
     assert c.get("/v1/policies/1").json()["source"] == "default"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("DELETE", "/v1/policies/0", "GET, PUT"),  # two routes on one path: both named
+        ("DELETE", "/v1/tuning-jobs", "GET, POST"),
+        ("DELETE", "/v1/tuning-jobs/upload", "POST"),  # not the job "upload" of .../{job_id}
+        ("POST", "/v1/policy", "GET"),  # the fast path's route too
+        ("GET", "/v1/ingest/counts", "POST"),
+        ("PATCH", "/v1/engine/mode", "PUT"),
+    ],
+)
+def test_a_405_names_every_method_the_path_serves(make_client, method: str, path: str, allow: str) -> None:
+    c = make_client()
+    r = c.request(method, path, headers=AUTH)
+    assert r.status_code == 405 and r.headers["allow"] == allow
+    assert r.json() == {"detail": "Method Not Allowed"}
+    for m in allow.split(", "):  # and each method named is served there
+        assert c.request(m, path, headers=AUTH).status_code != 405, m
+
+
+def test_detector_settings_reach_the_engines_detector(make_client) -> None:
+    c = make_client(engine={"detector": {"max_regimes": 4, "dwell_s": 120.0}})
+    params = c.app.state.engine.detector_state()["params"]
+    assert (params["max_regimes"], params["dwell_s"]) == (4, 120.0)
+    assert params["window_s"] == 60.0  # unset in the section: the engine's window length
+    # the detector gives out ids 0-3 only, so no operator policy for id 4
+    assert c.get("/v1/policies/3").status_code == 200
+    assert c.get("/v1/policies/4").status_code == 404
 
 
 def test_unknown_things_are_404_or_422(make_client) -> None:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from regimetune.api.outbox import SqlOutboxStore
+from regimetune.api.outbox import SqlOutbox
 from regimetune.api.settings import StoreSettings
-from regimetune.api.store import Store
+from regimetune.api.store import SqlStore
 from regimetune.api.store.store import migrate, pack_columns
 from regimetune.models import Decision, Policy, PolicyVersion, PushOutcome, WindowStats
 from regimetune.push.checks import OUTBOX_STORE_CHECKS
@@ -33,18 +33,18 @@ def _pg_reachable() -> bool:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
-    opened: list[Store] = []
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], SqlStore]]:
+    opened: list[SqlStore] = []
     schemas: list[str] = []
 
-    def make() -> Store:
+    def make() -> SqlStore:
         if request.param == "sqlite":
             cfg = StoreSettings(url=f"sqlite:///{tmp_path / f'{uuid.uuid4().hex}.db'}")
         else:
             name = f"rt_test_{uuid.uuid4().hex[:12]}"
             schemas.append(name)
             cfg = StoreSettings(url=PG_URL, schema_name=name)
-        s = Store.open(cfg)
+        s = SqlStore.open(cfg)
         opened.append(s)
         return s
 
@@ -63,7 +63,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
 
 @pytest.mark.parametrize("check", OUTBOX_STORE_CHECKS, ids=lambda c: c.__name__)
 def test_sql_outbox_store_conforms(make_store, check) -> None:
-    check(lambda: SqlOutboxStore(make_store()))
+    check(lambda: SqlOutbox(make_store()))
 
 
 def window(i: int, requests: int = 100) -> WindowStats:
@@ -103,7 +103,7 @@ def test_windows_segments_decisions_versions(make_store) -> None:
     decisions, n = s.decisions()
     assert n == 3 and [d.policy_version for d in decisions] == [3, 2, 1]
     assert [v.version for v in s.versions()] == [3, 2, 1]
-    out = SqlOutboxStore(s)
+    out = SqlOutbox(s)
     assert [e.version.version for e in out.pending()] == [1, 2, 3]
     out.mark_delivered(1, at=1.0)
     out.mark_failed(3, error="refused", at=2.0)
@@ -128,10 +128,10 @@ def test_returns_are_frozen_and_detached(make_store) -> None:
 
 def test_migrations_are_idempotent(tmp_path: Path) -> None:
     cfg = StoreSettings(url=f"sqlite:///{tmp_path / 'm.db'}")
-    Store.open(cfg).close()
-    s = Store.open(cfg)  # second start: nothing to migrate, data kept
+    SqlStore.open(cfg).close()
+    s = SqlStore.open(cfg)  # second start: nothing to migrate, data kept
     assert s.ping()
-    with s.engine.connect() as conn:
+    with s.db.connect() as conn:
         assert conn.execute(sa.text("SELECT version_num FROM rt_alembic_version")).scalar() == "0003"
         mode = conn.execute(sa.text("PRAGMA journal_mode")).scalar()
     assert mode == "wal"
@@ -150,7 +150,7 @@ def test_a_store_of_the_first_schema_is_upgraded_with_its_data(tmp_path: Path) -
             {"p": pack_columns({})},
         )
     engine.dispose()
-    s = Store.open(StoreSettings(url=url))
+    s = SqlStore.open(StoreSettings(url=url))
     assert s.last_seq() == 1 and s.load_snapshot("aggregator") is None
     s.save_snapshot("aggregator", 1, {"k": 1}, {"a": np.arange(3)})
     seq, meta, arrays = s.load_snapshot("aggregator") or (0, {}, {})

@@ -21,10 +21,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily
 from typer.testing import CliRunner
 
-from regimetune.api.replay import IngestClient
 from regimetune.cli.collect import REST_KEY, Pusher, batch_key, build_live, ingest_body, parse_options
 from regimetune.cli.demo import free_port, spawn, stop, wait_ready
 from regimetune.cli.main import app
+from regimetune.client.ingest import IngestClient
 from regimetune.collectors.base import WindowBatch
 from regimetune.collectors.prometheus import PrometheusScrapeCollector
 from regimetune.models import ConfigError, InputError

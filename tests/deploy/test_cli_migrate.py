@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 from typer.testing import CliRunner
 
-from regimetune.api.store import Store
-from regimetune.api.store.store import StoreSettings
+from regimetune.api.settings import StoreSettings
+from regimetune.api.store import SqlStore
 from regimetune.cli.main import app, main
 
 from .conftest import PG_URL, pg_reachable
@@ -72,7 +72,7 @@ def test_upgrades_a_new_sqlite_store_and_is_idempotent(tmp_path: Path, clean_env
     tables = set(sa.inspect(eng).get_table_names())
     eng.dispose()
     assert "rt_alembic_version" in tables and len(tables) > 3
-    store = Store.open(StoreSettings(url=url))  # serve's own start-up finds nothing to do
+    store = SqlStore.open(StoreSettings(url=url))  # serve's own start-up finds nothing to do
     store.close()
 
 

@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from regimetune.api import create_app, load_settings
-from regimetune.api.replay import IngestClient, WindowCounts, count_windows
 from regimetune.cli.main import app
 from regimetune.cli.replay import Replayer, paced, split
+from regimetune.client.ingest import IngestClient, WindowCounts, count_windows
 from regimetune.collectors import GeneratorConfig, generate, write_events
 from regimetune.models import ConfigError, InputError
 

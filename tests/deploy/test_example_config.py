@@ -3,6 +3,7 @@ and no other, its active lines are the defaults, and its commented examples are 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from pathlib import Path
@@ -23,12 +24,16 @@ _ACTIVE = re.compile(r"^(\w+)\s*=")
 _COMMENTED = re.compile(r"^#\s?(\w+)\s*=\s*\S")
 
 
-def model_paths(model: type[BaseModel], prefix: str = "") -> set[str]:
-    """Dotted paths of every leaf setting of ``model``."""
+def model_paths(model: type[Any], prefix: str = "") -> set[str]:
+    """Dotted paths of every leaf setting of ``model`` (a section is a pydantic model, or a
+    dataclass such as the detector's own parameters)."""
+    if dataclasses.is_dataclass(model):
+        fields = {f.name: f.type for f in dataclasses.fields(model)}
+    else:
+        fields = {name: f.annotation for name, f in model.model_fields.items()}
     out = set()
-    for name, field in model.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
+    for name, ann in fields.items():
+        if isinstance(ann, type) and (issubclass(ann, BaseModel) or dataclasses.is_dataclass(ann)):
             out |= model_paths(ann, f"{prefix}{name}.")
         else:
             out.add(f"{prefix}{name}")
@@ -99,8 +104,35 @@ def test_the_environment_overrides_the_file_key_by_key(clean_env: pytest.MonkeyP
     assert s.auth.protect_reads is False and s.engine.bounds.limit_keys == (1, 100_000_000)
 
 
-def test_an_unknown_key_in_the_file_is_refused(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("line", "typo", "where"),
+    [
+        ("window_s = 10.0", "windows_s = 10.0", "engine.windows_s"),
+        ("max_regimes = 16", "max_regime = 16", "engine.detector.max_regime"),
+    ],
+)
+def test_an_unknown_key_in_the_file_is_refused(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, line: str, typo: str, where: str
+) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text(EXAMPLE.read_text().replace("window_s = 10.0", "windows_s = 10.0"))
-    with pytest.raises(ConfigError, match="windows_s"):
+    bad.write_text(EXAMPLE.read_text().replace(line, typo, 1))
+    with pytest.raises(ConfigError, match=rf"invalid setting {re.escape(where)}: no such setting"):
         load_settings(bad)
+
+
+def test_the_detector_section_is_the_detectors_own_parameters(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    from regimetune.regimes import DetectorParams
+
+    assert isinstance(load_settings().engine.detector, DetectorParams)
+    clean_env.setenv("REGIMETUNE_ENGINE__DETECTOR__MAX_REGIMES", "4")
+    conf = tmp_path / "d.toml"
+    conf.write_text('[engine.detector]\ndwell_s = 60.0\nfeatures = ["log_reads", "entropy"]\n')
+    d = load_settings(conf).engine.detector
+    assert (d.max_regimes, d.dwell_s, d.features) == (4, 60.0, ("log_reads", "entropy"))
+    # the detector's own checks run on the settings
+    with pytest.raises(ConfigError, match=r"engine\.detector: match_p must be a probability"):
+        load_settings(engine={"detector": {"match_p": 2.0}})
+    with pytest.raises(ConfigError, match=r"engine\.detector: min_regime_s must be at least dwell_s"):
+        load_settings(engine={"detector": {"dwell_s": 1000.0, "min_regime_s": 900.0}})

@@ -38,6 +38,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
 class _FakeEngine:
     paused = False
     mode = "auto"
+    current_regime = None
 
 
 class _FakeService:

@@ -210,3 +210,25 @@ def test_a_flat_level_founds_its_regime_once_it_has_held_min_regime(min_regime_s
         first = det.clone().detect_array(x).changes[0]
         founded.append(first.confirmed_window)
     assert sum(f <= bound for f in founded) >= 18, founded
+
+
+def test_the_parameters_load_without_the_kernel() -> None:
+    # the service's settings hold a DetectorParams: reading them needs neither numba nor scipy
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from regimetune.regimes import DetectorParams; DetectorParams(max_regimes=4); "
+        "print([m for m in ('numba', 'scipy', 'river') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_regimes_package_names_what_it_loads_lazily() -> None:
+    import regimetune.regimes as r
+
+    assert sorted(r.__all__) == sorted([*r._WHERE, "RegimeHistory"])
+    assert all(getattr(r, n) is not None for n in r.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = r.nope

@@ -1,4 +1,5 @@
-"""The service: REST API, persistent store, online engine, push wiring, metrics, dashboard.
+"""The service: REST routes, the SQL store, the push wiring, metrics and the dashboard over
+the application layer (:mod:`regimetune.control`).
 
 >>> from regimetune.api import load_settings
 >>> load_settings(store={"url": "sqlite://"}).push.backend
@@ -6,7 +7,6 @@
 """
 
 from regimetune.api.app import create_app, make_backend
-from regimetune.api.engine import Engine, check_bounds
 from regimetune.api.settings import Settings, load_settings
 
-__all__ = ["Engine", "Settings", "check_bounds", "create_app", "load_settings", "make_backend"]
+__all__ = ["Settings", "create_app", "load_settings", "make_backend"]

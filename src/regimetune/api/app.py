@@ -1,11 +1,12 @@
-"""The application factory: ``create_app(settings)`` wires store, engine, push worker, jobs,
-routes, auth, metrics and the error handler. Nothing happens at import time."""
+"""The application factory: ``create_app(settings)`` wires the store, the application
+(:class:`regimetune.control.Controller`), the push worker, routes, auth, metrics and the
+error handler. Nothing happens at import time."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,18 +15,18 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from regimetune import __version__
-from regimetune.api.auth import WriteTokenFirst
+from regimetune.api.auth import WriteTokenFirst, document_open_reads
 from regimetune.api.docs import install_offline_docs
-from regimetune.api.engine import Engine
 from regimetune.api.errors import BodyLimit, install_error_handlers
-from regimetune.api.jobs import JobManager
 from regimetune.api.metrics import IngestAccounting, Metrics
-from regimetune.api.outbox import SqlOutboxStore
+from regimetune.api.outbox import SqlOutbox
 from regimetune.api.routes import ROUTERS
 from regimetune.api.routes.policies import PolicyFastPath
 from regimetune.api.settings import PushSettings, Settings
-from regimetune.api.store import Store
-from regimetune.models import ConfigError, Objective, PushOutcome, TuningRun
+from regimetune.api.store import SqlStore
+from regimetune.control.controller import Controller
+from regimetune.control.jobs import run_tuning
+from regimetune.models import ConfigError
 from regimetune.push import Backend, DeliveryEvent, OutboxWorker, RetryPolicy, backend_for
 
 log = logging.getLogger(__name__)
@@ -110,131 +111,62 @@ class _Service(FastAPI):
             self.policy_duration.observe(time.perf_counter() - t0)
 
 
-def _on_delivery(store: Store, metrics: Metrics) -> Any:
-    def handle(ev: DeliveryEvent) -> None:
-        metrics.pushes.labels(outcome=ev.kind).inc()
-        if ev.kind == "delivered":
-            store.set_outcome(
-                ev.version,
-                PushOutcome.DELIVERED,
-                "delivered" + (" (backend already held it)" if ev.duplicate else ""),
-            )
-        elif ev.kind == "superseded":
-            store.set_outcome(ev.version, PushOutcome.SUPERSEDED, f"not delivered: {ev.error}")
-        elif ev.kind in ("failed", "refused"):
-            kept = "none" if ev.in_force is None else f"version {ev.in_force}"
-            what = "refused by the backend" if ev.kind == "refused" else "push failed"
-            store.set_outcome(
-                ev.version,
-                PushOutcome.REFUSED if ev.kind == "refused" else PushOutcome.FAILED,
-                f"{what} ({ev.error}); later versions go on; the backend keeps {kept}",
-            )
-        elif ev.kind == "stalled":
-            store.set_outcome(
-                ev.version,
-                PushOutcome.PENDING,
-                f"backend behind: {ev.attempts} failed attempts ({ev.error}); still retrying",
-            )
-
-    return handle
-
-
 def create_app(
     settings: Settings,
     *,
     registry: CollectorRegistry | None = None,
     backend: Backend | None = None,
     executor: Executor | None = None,
-    jobs_runner: Any = None,
+    jobs_runner: Callable[..., dict[str, Any]] | None = None,
 ) -> FastAPI:
-    """Build the service. ``backend`` overrides the push adapter the settings name (tests
-    inject a recording one); ``executor`` the tuning-job pool; ``registry`` the metrics
-    registry (a fresh one by default)."""
+    """Build the service: open the store and restore the application's state (a bad policy
+    file or a detector state that disagrees with the store's fails here); the lifespan
+    replays the stored batches and runs the engine, the tuning pool and the push worker.
+    ``backend`` overrides the push adapter the settings name (tests inject a recording one);
+    ``executor`` the tuning-job pool; ``jobs_runner`` what a tuning job runs; ``registry``
+    the metrics registry (a fresh one by default)."""
     if not settings.auth.write_tokens and not settings.auth.allow_anonymous_writes:
         raise ConfigError(
             "no write token configured: set REGIMETUNE_AUTH__WRITE_TOKENS='[\"<token>\"]' "
             "(or auth.allow_anonymous_writes=true on a trusted network)"
         )
     metrics = Metrics.create(registry)
-    store = Store.open(settings.store)
+    store = SqlStore.open(settings.store)
     adapter = backend if backend is not None else make_backend(settings.push)
-    outbox = SqlOutboxStore(store)
-    worker = None
-    if adapter is not None:
-        p = settings.push
-        worker = OutboxWorker(
-            outbox,
-            adapter,
-            retry=RetryPolicy(
-                base=p.backoff_base_s, cap=max(p.backoff_max_s, p.backoff_base_s), max_attempts=p.max_attempts
-            ),
-            on_event=_on_delivery(store, metrics),
-            supersede=p.supersede,
-        )
-    engine = Engine(
+    outbox = SqlOutbox(store)
+    worker: OutboxWorker | None = None
+    control = Controller(
         settings=settings,
         store=store,
-        metrics=metrics,
+        recorder=metrics,
         pushing=adapter is not None,
-        on_version=(lambda _v: worker.notify()) if worker is not None else None,
-    )
-    jobs_kw: dict[str, Any] = {} if jobs_runner is None else {"runner": jobs_runner}
-
-    def applied(run: TuningRun, apply: bool) -> None:
-        if not apply:
-            return
-        # a job tunes one part of a regime's policy (cache limits or rescaling weights);
-        # the other part stays as it was
-        keep = "weights" if run.objective is Objective.CACHE else "cache"
-        for rid, policy in run.policies.items():
-            old = store.regime_policy(rid)
-            if old is not None:
-                policy = policy.model_copy(update={keep: getattr(old, keep)})
-            store.put_regime_policy(policy)
-            engine.apply_policy_now(rid, f"tuning job {run.id} tuned the policy of the current regime")
-
-    jobs = JobManager(
-        store=store,
-        settings=settings.tuning,
-        metrics=metrics,
+        on_version=lambda _v: worker.notify() if worker is not None else None,
         executor=executor,
-        on_success=applied,
-        detector_state=engine.detector_state,
-        window_s=settings.engine.window_s,
-        **jobs_kw,
+        runner=run_tuning if jobs_runner is None else jobs_runner,
     )
-    tuning_for: set[int] = set()
-
-    def tune_unknown(regime_id: int) -> None:
-        """A change to a regime without a policy: tune on the configured trace (once per
-        regime); the safe default stays in force meanwhile."""
-        trace = settings.engine.tuning_trace
-        if not settings.engine.tune_unknown_regimes or trace is None or regime_id in tuning_for:
-            return
-        tuning_for.add(regime_id)
-        try:
-            jobs.submit(trace=trace, objective=Objective.CACHE, budget=None, optimizer="auto", apply=True)
-        except Exception:
-            log.exception("cannot start a tuning job for regime %d", regime_id)
-
-    engine.on_unknown_regime = tune_unknown
-    metrics.watch_engine(engine)
-    engine.start()
+    if adapter is not None:
+        worker = _push_worker(settings.push, outbox, adapter, on_event=control.delivered)
+    try:
+        control.restore()
+    except BaseException:
+        store.close()
+        raise
+    metrics.watch_engine(control.engine)
+    metrics.watch_delivery(lambda: store.policy_status()[2])
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        jobs.recover()  # jobs a crash left "running" are interrupted; stale uploads go
+        control.start()  # jobs a crash left running are interrupted; stored batches replayed
         if worker is not None:
             app.state.worker_thread = worker.start(idle=settings.push.poll_interval_s)
         try:
             yield
         finally:
-            engine.stop()
+            control.stop()
             if worker is not None:
                 worker.stop()
             if adapter is not None and backend is None:
                 adapter.close()
-            jobs.shutdown()
             store.close()
 
     app = _Service(
@@ -247,16 +179,19 @@ def create_app(
     )
     app.state.settings = settings
     app.state.store = store
-    app.state.engine = engine
+    app.state.control = control
+    app.state.engine = control.engine
+    app.state.jobs = control.jobs
     app.state.metrics = metrics
     app.state.outbox = outbox
     app.state.worker = worker
     app.state.worker_thread = None
-    app.state.jobs = jobs
     install_error_handlers(app)
     install_offline_docs(app)
     for router in ROUTERS:
         app.include_router(router)
+    if not settings.auth.protect_reads:
+        document_open_reads(app)
     app.add_middleware(BodyLimit, limit=settings.ingest.max_body_bytes, prefixes=("/v1/ingest",))
     app.add_middleware(
         BodyLimit, limit=settings.tuning.max_upload_bytes, prefixes=("/v1/tuning-jobs/upload",)
@@ -273,6 +208,23 @@ def create_app(
         app.policy_fast_path = PolicyFastPath(framework, store=store)
         app.policy_duration = metrics.request_duration.labels(route="/v1/policy", method="GET")
     return app
+
+
+def _push_worker(
+    cfg: PushSettings, outbox: SqlOutbox, adapter: Backend, *, on_event: Callable[[DeliveryEvent], None]
+) -> OutboxWorker:
+    """The worker that delivers queued versions to the backend, with the settings' retries."""
+    return OutboxWorker(
+        outbox,
+        adapter,
+        retry=RetryPolicy(
+            base=cfg.backoff_base_s,
+            cap=max(cfg.backoff_max_s, cfg.backoff_base_s),
+            max_attempts=cfg.max_attempts,
+        ),
+        on_event=on_event,
+        supersede=cfg.supersede,
+    )
 
 
 __all__ = ["create_app", "make_backend"]

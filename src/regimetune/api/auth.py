@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
@@ -65,6 +65,25 @@ async def require_read(request: Request, creds: Credentials) -> None:
 WriteAccess = Depends(require_write)
 ReadAccess = Depends(require_read)
 
+
+def document_open_reads(app: FastAPI) -> None:
+    """Say in the OpenAPI document that reads need no token (``auth.protect_reads`` unset):
+    each read's security requirements get the empty one beside the bearer scheme, which
+    OpenAPI reads as "optional" (clients and fuzzers then do not expect a 401)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            for ops in build().get("paths", {}).values():
+                op = ops.get("get", {})
+                if op.get("security") and {} not in op["security"]:
+                    op["security"] = [{}, *op["security"]]
+        assert app.openapi_schema is not None
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -89,4 +108,11 @@ class WriteTokenFirst:
         await self.app(scope, receive, send)
 
 
-__all__ = ["ReadAccess", "WriteAccess", "WriteTokenFirst", "require_read", "require_write"]
+__all__ = [
+    "ReadAccess",
+    "WriteAccess",
+    "WriteTokenFirst",
+    "document_open_reads",
+    "require_read",
+    "require_write",
+]

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
 
-from regimetune.api.engine import Engine
 from regimetune.api.metrics import Metrics
 from regimetune.api.settings import Settings
-from regimetune.api.store import Store
+from regimetune.api.store import SqlStore
+from regimetune.control.controller import Controller
+from regimetune.control.engine import Engine
+from regimetune.control.jobs import JobManager
 
 
 async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def _store(request: Request) -> Store:
+async def _store(request: Request) -> SqlStore:
     return request.app.state.store
+
+
+async def _control(request: Request) -> Controller:
+    return request.app.state.control
 
 
 async def _engine(request: Request) -> Engine:
@@ -28,12 +34,13 @@ async def _metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
-async def _jobs(request: Request) -> Any:
+async def _jobs(request: Request) -> JobManager:
     return request.app.state.jobs
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
-StoreDep = Annotated[Store, Depends(_store)]
+StoreDep = Annotated[SqlStore, Depends(_store)]
+ControlDep = Annotated[Controller, Depends(_control)]
 EngineDep = Annotated[Engine, Depends(_engine)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
-JobsDep = Annotated[Any, Depends(_jobs)]
+JobsDep = Annotated[JobManager, Depends(_jobs)]

@@ -3,19 +3,24 @@
 
 A request that fails validation is a 422 whose body always serialises: a NaN, an infinity or
 a number too large for a float (``1e400``) in the input is echoed as a string, never as a
-bare ``NaN`` that JSON cannot carry."""
+bare ``NaN`` that JSON cannot carry; a body the framework cannot parse at all (JSON that is
+not UTF-8) is a 422 with the reason, not a bare 400. A 405 names in ``Allow`` every method
+the path serves (the framework would name only those of the first route that matched).
+Every status a route returns is in its OpenAPI responses."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from regimetune.models import RegimetuneError
 from regimetune.models.http import http_status
@@ -36,8 +41,53 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
 
+    async def _http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 400 and exc.__cause__ is not None:
+            # the framework could not parse the body (e.g. JSON that is not UTF-8): a 422
+            # with the reason, as every other unreadable request
+            return JSONResponse({"detail": _unparsable(exc.__cause__)}, status_code=422)
+        if exc.status_code == 405:
+            allow = ", ".join(allowed_methods(request.app, request.scope))
+            exc = HTTPException(405, exc.detail, headers={**(exc.headers or {}), "Allow": allow})
+        return await http_exception_handler(request, exc)
+
     app.add_exception_handler(RegimetuneError, _handle)
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(HTTPException, _http)
+
+
+def allowed_methods(app: Any, scope: Scope) -> list[str]:
+    """Every method ``app`` serves for the resource at the path of ``scope``, sorted: the
+    methods of the routes with the most specific path template that matches (the fewest
+    parameters: ``/v1/tuning-jobs/upload`` is not a job ``/v1/tuning-jobs/{job_id}``)."""
+    matching = [
+        r
+        for r in _leaves(app.router.routes)
+        if getattr(r, "methods", None) and r.matches(scope)[0] is not Match.NONE
+    ]
+    if not matching:
+        return []
+    best = min(matching, key=lambda r: len(r.param_convertors))
+    return sorted({m for r in matching if r.path == best.path for m in r.methods})
+
+
+def _leaves(routes: Iterable[Any]) -> Iterator[Any]:
+    """The routes themselves: FastAPI keeps an included router as one route that holds it
+    (``original_router``; its routes carry their router's prefix, and ours are included
+    without another)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _leaves(inner.routes)
+        else:
+            yield route
+
+
+def _unparsable(cause: BaseException) -> str:
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the request body is not text in UTF-8 ({cause})"
+    return f"the request body cannot be parsed ({type(cause).__name__}: {cause})"[:500]
 
 
 def _finite(value: Any) -> Any:
@@ -110,4 +160,4 @@ class _TooLarge(HTTPException):
         super().__init__(413, f"request body larger than the limit of {limit} bytes")
 
 
-__all__ = ["BodyLimit", "install_error_handlers", "status_of"]
+__all__ = ["BodyLimit", "allowed_methods", "install_error_handlers", "status_of"]

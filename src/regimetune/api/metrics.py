@@ -1,7 +1,10 @@
 """Every metric of the service, on an injected registry (tests use a fresh one).
 
 Names are ``regimetune_<name>_<unit>``, base units, ``_total`` on counters, and no label
-with unbounded values (never a label per key or per regime id).
+with unbounded values (never a label per key or per regime id). :class:`Metrics` is the
+application layer's :class:`~regimetune.control.Recorder`: what the engine, the tuning jobs
+and the push worker report becomes these metrics; the gauges that mirror the engine's state
+and the delivered version are read at scrape time.
 """
 
 from __future__ import annotations
@@ -12,18 +15,22 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from regimetune.control.recorder import HoldReason
+
 ENGINE_MODES = ("off", "recommend", "auto")
 
 
 class EngineView(Protocol):
-    """What the engine gauges read at scrape time (the engine imports this module, so the
-    metrics see it only through this protocol)."""
+    """What the engine gauges read at scrape time."""
 
     @property
     def paused(self) -> bool: ...
 
     @property
     def mode(self) -> str: ...
+
+    @property
+    def current_regime(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,8 @@ class Metrics:
     current_regime: Gauge
     decisions: Counter
     policy_version: Gauge
+    delivered_version: Gauge
+    changes_held: Counter
     pushes: Counter
     outbox_pending: Gauge
     telemetry_stale: Gauge
@@ -81,6 +90,18 @@ class Metrics:
                 "regimetune_decisions_total", "Decisions logged, by engine mode.", ["mode"], registry=r
             ),
             policy_version=Gauge("regimetune_policy_version", "Newest policy version stored.", registry=r),
+            delivered_version=Gauge(
+                "regimetune_policy_delivered_version",
+                "Newest policy version the backend acknowledged (0 before the first, or when pulled).",
+                registry=r,
+            ),
+            changes_held=Counter(
+                "regimetune_policy_changes_held_total",
+                "Policy changes held back instead of applied, by reason (flap_budget: push.max_per_hour "
+                "spent; stale_telemetry: no daemon reported, the policy in force is held).",
+                ["reason"],
+                registry=r,
+            ),
             pushes=Counter("regimetune_pushes_total", "Push attempts by outcome.", ["outcome"], registry=r),
             outbox_pending=Gauge(
                 "regimetune_outbox_pending_versions", "Policy versions waiting in the outbox.", registry=r
@@ -114,11 +135,53 @@ class Metrics:
         )
 
     def watch_engine(self, engine: EngineView) -> None:
-        """Read the engine's pause switch and mode at every scrape, so the gauges can never
-        lag behind a ``POST /v1/engine/pause`` or a restart that restored the switch."""
+        """Read the engine's pause switch, mode and current regime at every scrape, so the
+        gauges can never lag behind a ``POST /v1/engine/pause`` or a restart that restored
+        the switch."""
         self.engine_paused.set_function(lambda: float(engine.paused))
         for mode in ENGINE_MODES:
             self.engine_mode.labels(mode=mode).set_function(_is_mode(engine, mode))
+        self.current_regime.set_function(lambda: _regime(engine.current_regime))
+
+    def watch_delivery(self, delivered: Callable[[], int | None]) -> None:
+        """Read the newest version the backend acknowledged at every scrape (``delivered``
+        answers from the store's cache)."""
+        self.delivered_version.set_function(lambda: float(delivered() or 0))
+
+    # -- the application layer's Recorder ------------------------------------------------------
+    def batch_ingested(self, kind: str, rows: int) -> None:
+        self.ingest_batches.inc()
+        (self.ingest_keys if kind == "counts" else self.ingest_events).inc(rows)
+
+    def batches_pruned(self, n: int) -> None:
+        self.pruned_batches.inc(n)
+
+    def window_closed(self, *, changed: bool) -> None:
+        self.windows.inc()
+        if changed:
+            self.regime_changes.inc()
+
+    def decision_logged(self, mode: str) -> None:
+        self.decisions.labels(mode=mode).inc()
+
+    def newest_version(self, version: int) -> None:
+        self.policy_version.set(version)
+
+    def change_held(self, reason: HoldReason) -> None:
+        self.changes_held.labels(reason=reason).inc()
+
+    def telemetry_state(self, *, stale: bool) -> None:
+        self.telemetry_stale.set(1 if stale else 0)
+
+    def push_event(self, kind: str) -> None:
+        self.pushes.labels(outcome=kind).inc()
+
+    def job_ended(self, status: str) -> None:
+        self.tuning_jobs.labels(status=status).inc()
+
+
+def _regime(regime: int | None) -> float:
+    return -1.0 if regime is None else float(regime)
 
 
 def _is_mode(engine: EngineView, mode: str) -> Callable[[], float]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from regimetune.api.store import Store
+from regimetune.api.store import SqlStore
 from regimetune.api.store import schema as t
 from regimetune.models import ConflictError, NotFoundError, PolicyVersion
 from regimetune.push import OutboxEntry
@@ -26,16 +26,16 @@ def _entry(r: Any) -> OutboxEntry:
     )
 
 
-class SqlOutboxStore:
+class SqlOutbox:
     """The push package's outbox contract on the service's store (each call one transaction)."""
 
-    def __init__(self, store: Store, *, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, store: SqlStore, *, on_change: Callable[[], None] | None = None) -> None:
         self.store = store
         self.on_change = on_change
 
     def append(self, version: PolicyVersion) -> OutboxEntry:
         payload = version.model_dump(mode="json")
-        with self.store.engine.begin() as conn:
+        with self.store.db.begin() as conn:
             row = conn.execute(sa.select(t.outbox).where(t.outbox.c.version == version.version)).first()
             if row is not None:
                 if PolicyVersion.model_validate(row.payload) != version:
@@ -52,19 +52,19 @@ class SqlOutboxStore:
         return OutboxEntry(version=version)
 
     def pending(self) -> list[OutboxEntry]:
-        with self.store.engine.connect() as conn:
+        with self.store.db.connect() as conn:
             rows = conn.execute(
                 sa.select(t.outbox).where(t.outbox.c.state == "pending").order_by(t.outbox.c.version)
             ).all()
         return [_entry(r) for r in rows]
 
     def entries(self) -> list[OutboxEntry]:
-        with self.store.engine.connect() as conn:
+        with self.store.db.connect() as conn:
             rows = conn.execute(sa.select(t.outbox).order_by(t.outbox.c.version)).all()
         return [_entry(r) for r in rows]
 
     def _update(self, version: int, **values: Any) -> None:
-        with self.store.engine.begin() as conn:
+        with self.store.db.begin() as conn:
             if "attempts" in values and values["attempts"] is None:
                 values["attempts"] = t.outbox.c.attempts + 1
             n = conn.execute(t.outbox.update().where(t.outbox.c.version == version).values(**values)).rowcount
@@ -90,7 +90,7 @@ class SqlOutboxStore:
         self._update(version, state="superseded", last_error=error, delivered_at=at)
 
     def last_delivered(self) -> PolicyVersion | None:
-        with self.store.engine.connect() as conn:
+        with self.store.db.connect() as conn:
             row = conn.execute(
                 sa.select(t.outbox.c.payload)
                 .where(t.outbox.c.state == "delivered")
@@ -100,7 +100,7 @@ class SqlOutboxStore:
         return None if row is None else PolicyVersion.model_validate(row.payload)
 
     def count_pending(self) -> int:
-        with self.store.engine.connect() as conn:
+        with self.store.db.connect() as conn:
             return int(
                 conn.execute(
                     sa.select(sa.func.count()).select_from(t.outbox).where(t.outbox.c.state == "pending")
@@ -109,4 +109,4 @@ class SqlOutboxStore:
             )
 
 
-__all__ = ["SqlOutboxStore"]
+__all__ = ["SqlOutbox"]

@@ -1,5 +1,7 @@
 """Configuration of the service: ONE pydantic-settings object, built by :func:`load_settings`
-and injected into :func:`regimetune.api.create_app` (never read at import time).
+and injected into :func:`regimetune.api.create_app` (never read at import time). The sections
+of the application layer (engine, ingest, tuning) are defined with it, in
+:mod:`regimetune.control.settings`; the store, auth and push sections here.
 
 Sources, strongest first: keyword overrides, environment (``REGIMETUNE_`` prefix, nested
 sections joined by ``__``, e.g. ``REGIMETUNE_STORE__URL``), a TOML or JSON config file, defaults.
@@ -21,8 +23,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from regimetune.control.settings import EngineSettings, IngestSettings, TuningSettings
 from regimetune.models.errors import ConfigError
-from regimetune.models.windows import DEFAULT_WINDOW_S
 
 _SECTION = ConfigDict(extra="forbid", frozen=True)
 _CONFIG_FILE: ContextVar[Path | None] = ContextVar("regimetune_config_file", default=None)
@@ -68,69 +70,6 @@ class AuthSettings(BaseModel):
         return self
 
 
-class IngestSettings(BaseModel):
-    """``apply``: ``async`` acknowledges a batch once it is durable and applies it to the
-    windows and the detector in a background thread (in sequence order; at most
-    ``queue_batches`` waiting, then ingest blocks); ``sync`` applies it before answering.
-    Every ``snapshot_every_s`` (0: never) the windowing state is saved and the batches it
-    covers are pruned once older than ``keep_batches_s`` (until then a resend with the same
-    Idempotency-Key is still recognised): the store no longer grows with every batch.
-    Event time: a window stays open for batches (of any daemon) while it is at most
-    ``allowed_lateness_windows`` behind the newest window reported; older batches, and batches
-    dated more than ``max_future_s`` after the service's clock, are refused before storing."""
-
-    model_config = _SECTION
-    max_body_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
-    max_keys_per_batch: Annotated[int, Field(ge=1)] = 4_000_000
-    apply: Literal["sync", "async"] = "async"
-    queue_batches: Annotated[int, Field(ge=1)] = 256
-    snapshot_every_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 300.0
-    keep_batches_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 3600.0
-    allowed_lateness_windows: Annotated[int, Field(ge=0, le=10_000)] = 3
-    max_future_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 3600.0
-
-
-class BoundsSettings(BaseModel):
-    """Hard bounds on every knob: no policy outside them is stored or pushed."""
-
-    model_config = _SECTION
-    limit_keys: tuple[int, int] = (1, 100_000_000)
-    high_watermark_keys: tuple[int, int] = (1, 1_000_000_000)
-    switch_time_s: tuple[float, float] = (0.0, 30 * 86400.0)
-    w_load: tuple[float, float] = (1e-6, 1.0)
-    w_data: tuple[float, float] = (1e-6, 1.0)
-    w_time: tuple[float, float] = (1e-6, 1e6)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> BoundsSettings:
-        for name in type(self).model_fields:
-            lo, hi = getattr(self, name)
-            if not lo <= hi:
-                raise ValueError(f"bounds.{name}: lower bound {lo} above upper bound {hi}")
-        return self
-
-
-class EngineSettings(BaseModel):
-    """The online loop. ``mode``: ``off`` (ingest and store only), ``recommend`` (detect,
-    decide and log, push nothing), ``auto`` (push every decision). When no batch arrived
-    for ``stale_after_windows`` windows (service clock), telemetry is stale: the policy in
-    force is held, and the metric, the decision log and ``/readyz`` say so."""
-
-    model_config = _SECTION
-    # tune_unknown_regimes: on a change to a regime without a stored policy, start a tuning
-    # job on tuning_trace (a trace file path) that applies its policies; the safe default
-    # stays in force meanwhile.
-    mode: Literal["off", "recommend", "auto"] = "auto"
-    paused: bool = False
-    window_s: Annotated[float, Field(gt=0)] = DEFAULT_WINDOW_S
-    n_buckets: Annotated[int, Field(ge=0)] = 0
-    detector: dict[str, Any] = {}
-    tune_unknown_regimes: bool = False
-    tuning_trace: str | None = None
-    bounds: BoundsSettings = BoundsSettings()
-    stale_after_windows: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 5.0
-
-
 class PushSettings(BaseModel):
     """Where policy versions go: ``none`` (backends pull ``GET /v1/policy``), ``reference``
     (the reference rescaling backend at base ``url``) or ``rest`` (any REST endpoint:
@@ -162,26 +101,6 @@ class PushSettings(BaseModel):
         if self.backend != "none" and not self.url:
             raise ValueError(f"push.backend={self.backend} needs push.url")
         return self
-
-
-_EXECUTOR = r"^(process|thread|(tcp|tls|ws|wss|inproc|ucx)://\S+)$"
-"""A local pool, or a Dask scheduler address."""
-
-
-class TuningSettings(BaseModel):
-    """Tuning jobs: a local process pool by default. ``executor`` is ``process``,
-    ``thread``, or a Dask scheduler address (``tcp://host:8786``: evaluations run on that
-    cluster; needs the ``dask`` extra). ``trace_dirs`` lists the directories a job may read a
-    server-side trace from (none: server-side paths are refused). ``upload_dir`` holds each
-    store's uploads and checkpoints (default: the system's temp dir)."""
-
-    model_config = _SECTION
-    executor: Annotated[str, Field(pattern=_EXECUTOR)] = "process"
-    max_workers: Annotated[int, Field(ge=1)] = 1
-    trace_dirs: tuple[str, ...] = ()
-    upload_dir: str | None = None
-    max_upload_bytes: Annotated[int, Field(ge=1)] = 512 * 1024 * 1024
-    budget: Annotated[int, Field(ge=1)] = 40
 
 
 class Settings(BaseSettings):
@@ -248,6 +167,8 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         msg = str(first["msg"]).removeprefix("Value error, ")
+        if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            msg = "no such setting (deploy/regimetune.example.toml names them all)"
         raise ConfigError(f"invalid setting {where}: {msg}") from None
     finally:
         _CONFIG_FILE.reset(token)
@@ -255,12 +176,8 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
 
 __all__ = [
     "AuthSettings",
-    "BoundsSettings",
-    "EngineSettings",
-    "IngestSettings",
     "PushSettings",
     "Settings",
     "StoreSettings",
-    "TuningSettings",
     "load_settings",
 ]

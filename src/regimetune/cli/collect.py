@@ -28,7 +28,7 @@ import httpx
 import typer
 from rich.console import Console
 
-from regimetune.api.replay import IngestClient
+from regimetune.client.ingest import IngestClient
 from regimetune.collectors.base import WindowBatch
 from regimetune.models import ConfigError, InputError
 from regimetune.models.errors import ConflictError

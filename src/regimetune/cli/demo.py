@@ -90,8 +90,8 @@ def demo(
     POST /v1/ingest, and show regime changes and delivered policy versions as they happen."""
     import httpx
 
-    from regimetune.api.replay import IngestClient, count_windows
     from regimetune.cli.replay import Replayer, paced
+    from regimetune.client.ingest import IngestClient, count_windows
     from regimetune.collectors import GeneratorConfig, generate
 
     own_dir = data_dir is None

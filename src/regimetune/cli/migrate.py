@@ -22,7 +22,7 @@ def migrate(
     so that several replicas never race to migrate). Prints one line; exit code 2 and a
     one-line reason when the store cannot be reached or upgraded."""
     from regimetune.api import load_settings
-    from regimetune.api.store import Store
+    from regimetune.api.store import SqlStore
     from regimetune.models import ConfigError
 
     settings = load_settings(config)
@@ -31,13 +31,13 @@ def migrate(
         cfg = cfg.model_copy(update={"url": store_url})
     where = _safe_url(cfg.url)
     try:
-        store = Store.open(cfg)
+        store = SqlStore.open(cfg)
     except ConfigError as exc:
         raise ConfigError(f"cannot migrate store {where}: {_reason(exc)}") from None
     except ImportError as exc:  # e.g. a postgresql+psycopg URL without psycopg installed
         raise ConfigError(f"cannot migrate store {where}: its driver is not installed ({exc.name})") from None
     try:
-        revision = _revision(store.engine)
+        revision = _revision(store.db)
     finally:
         store.close()
     typer.echo(f"store {where} is at revision {revision} (head)")

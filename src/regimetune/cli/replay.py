@@ -1,5 +1,5 @@
 """``regimetune replay TRACE --url URL``: the storage daemon simulator. It turns a recorded or
-generated trace into per-window per-key counts (:func:`regimetune.api.replay.count_windows`)
+generated trace into per-window per-key counts (:func:`regimetune.client.ingest.count_windows`)
 and sends them through the service's ingest endpoints (:class:`IngestClient`), paced on the
 trace's clock or as fast as possible, from one or several daemons. ``regimetune demo`` and
 the compose file's ``demo`` profile drive the service with it."""
@@ -19,7 +19,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from regimetune.api.replay import IngestClient, WindowCounts
+from regimetune.client.ingest import IngestClient, WindowCounts
 from regimetune.models import ConfigError, InputError
 
 FORMATS = ("binary", "json")
@@ -220,7 +220,7 @@ def replay(
     clock (--speed) or as fast as possible (--fast)."""
     from itertools import islice
 
-    from regimetune.api.replay import count_windows
+    from regimetune.client.ingest import count_windows
     from regimetune.collectors import read_trace
 
     if body not in FORMATS:

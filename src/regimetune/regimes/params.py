@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
-from typing import Any
-
-from scipy.stats import chi2
+from typing import TYPE_CHECKING, Any
 
 from regimetune.models import InputError
-from regimetune.regimes._segmenter import KernelParams
 from regimetune.regimes.features import DEFAULT_FEATURES, FEATURES
+
+if TYPE_CHECKING:
+    from regimetune.regimes._segmenter import KernelParams
 
 #: Windows below which no duration is taken, whatever the window length: a segment needs
 #: two windows to show a level and its noise.
@@ -171,6 +171,12 @@ class DetectorParams:
 
     def kernel(self, *, window_s: float, n_features: int) -> KernelParams:
         """The parameters in windows and nats for windows of ``window_s`` seconds."""
+        # imported here: the service's settings hold these parameters, and reading them
+        # needs neither scipy nor the compiled kernel
+        from scipy.stats import chi2
+
+        from regimetune.regimes._segmenter import KernelParams
+
         _positive("window_s", window_s)
         d = n_features
         regime_n = max(self.regime_s / window_s, math.e)

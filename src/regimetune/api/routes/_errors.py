@@ -13,10 +13,11 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         401: "No bearer token.",
         403: "The token does not grant this access.",
         404: "Unknown resource.",
-        409: "Conflicts with stored state.",
+        409: "Conflicts with stored state (an Idempotency-Key used for another batch, a job that "
+        "cannot restart) or with the service's (stopping).",
         413: "Request body too large.",
         415: "Unsupported content type.",
-        422: "Invalid request, or a knob outside its hard bounds.",
+        422: "Invalid request (a body that cannot be parsed included), or a knob outside its hard bounds.",
     }
     return {
         c: {"model": ErrorOut, "description": text[c]} if c != 304 else {"description": text[c]}

@@ -10,10 +10,11 @@ from fastapi import APIRouter, Header, Query, Request
 
 from regimetune.api.auth import WriteAccess
 from regimetune.api.deps import EngineDep, SettingsDep
-from regimetune.api.engine import IngestResult
 from regimetune.api.routes._errors import WRITE, errors
 from regimetune.api.schemas import IngestAck, IngestIn
+from regimetune.control.engine import IngestResult
 from regimetune.models import InputError
+from regimetune.models.wire import COUNTS_MEDIA_TYPE, decode_counts
 
 router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[WriteAccess])
 IdempotencyKey = Annotated[
@@ -29,9 +30,6 @@ IdempotencyKey = Annotated[
 
 def _ack(res: IngestResult) -> IngestAck:
     return IngestAck(seq=res.seq, rows=res.rows, windows_closed=len(res.windows), duplicate=res.duplicate)
-
-
-COUNTS_MEDIA_TYPE = "application/x-regimetune-counts"
 
 
 def _array(values: Sequence[int] | Sequence[float], dtype: type[np.generic], name: str) -> np.ndarray:
@@ -63,7 +61,7 @@ def _buckets(body: IngestIn, n_buckets: int) -> dict[str, np.ndarray]:
     "",
     response_model=IngestAck,
     summary="Ingest per-key counts or raw events of a window (JSON, columnar arrays)",
-    responses=errors(*WRITE, 413),
+    responses=errors(*WRITE, 409, 413),
 )
 def ingest(
     body: IngestIn, engine: EngineDep, settings: SettingsDep, idempotency_key: IdempotencyKey = None
@@ -112,7 +110,7 @@ def ingest(
     "/counts",
     response_model=IngestAck,
     summary="Ingest per-key counts of a window (compact binary)",
-    responses=errors(*WRITE, 413, 415),
+    responses=errors(*WRITE, 409, 413, 415),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -135,17 +133,10 @@ async def ingest_counts(
         from fastapi import HTTPException
 
         raise HTTPException(415, f"send the body as {COUNTS_MEDIA_TYPE}")
-    blob = await request.body()
-    if len(blob) % 16:
-        raise InputError(f"body of {len(blob)} bytes is not a whole number of 16-byte key records")
-    n = len(blob) // 16
+    cols = decode_counts(await request.body())
+    n = len(cols["keys"])
     if n > settings.ingest.max_keys_per_batch:
         raise InputError(f"{n} keys in one batch; the limit is {settings.ingest.max_keys_per_batch}")
-    cols = {
-        "keys": np.frombuffer(blob, dtype="<u8", count=n, offset=0),
-        "reads": np.frombuffer(blob, dtype="<u4", count=n, offset=8 * n),
-        "writes": np.frombuffer(blob, dtype="<u4", count=n, offset=12 * n),
-    }
     from starlette.concurrency import run_in_threadpool
 
     res = await run_in_threadpool(

@@ -10,8 +10,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict
 
 from regimetune.api.auth import ReadAccess, WriteAccess
-from regimetune.api.deps import EngineDep, SettingsDep, StoreDep
-from regimetune.api.engine import check_bounds
+from regimetune.api.deps import ControlDep, StoreDep
 from regimetune.api.routes._errors import READ, WRITE, errors
 from regimetune.api.schemas import PolicyIn
 from regimetune.models import NotFoundError, Policy, PolicyVersion
@@ -151,18 +150,8 @@ def regime_policies(store: StoreDep) -> dict[int, Policy]:
     dependencies=[ReadAccess],
     responses=errors(*READ, 404, 422),
 )
-def regime_policy(regime: RegimeId, engine: EngineDep) -> Policy:
-    _known(engine, regime)
-    policy, _ = engine.choose_policy(regime)
-    return policy
-
-
-def _known(engine: Any, regime: int) -> None:
-    if not engine.knows_regime(regime):
-        raise NotFoundError(
-            f"no regime {regime}: the detector does not know it and no policy names it "
-            "(GET /v1/regimes lists the regimes)"
-        )
+def regime_policy(regime: RegimeId, control: ControlDep) -> Policy:
+    return control.regime_policy(regime)
 
 
 @router.put(
@@ -172,17 +161,8 @@ def _known(engine: Any, regime: int) -> None:
     dependencies=[WriteAccess],
     responses=errors(*WRITE, 404),
 )
-def put_regime_policy(
-    regime: RegimeId, body: PolicyIn, store: StoreDep, engine: EngineDep, settings: SettingsDep
-) -> Policy:
+def put_regime_policy(regime: RegimeId, body: PolicyIn, control: ControlDep) -> Policy:
     """If ``regime`` is the current regime, a new decision applies the policy at once. An
     unknown regime is a 404: a policy set for an id the detector has not given out would
     silently apply to whatever regime later gets that id."""
-    _known(engine, regime)
-    policy = Policy(
-        regime_id=regime, cache=body.cache, weights=body.weights, source="operator", score=body.score
-    )
-    check_bounds(policy, settings.engine.bounds)
-    store.put_regime_policy(policy)
-    engine.apply_policy_now(regime, "operator set the policy of the current regime")
-    return policy
+    return control.set_policy(regime, cache=body.cache, weights=body.weights, score=body.score)

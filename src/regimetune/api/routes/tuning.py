@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query, Request
 from pydantic import Field
 
 from regimetune.api.auth import ReadAccess, WriteAccess
-from regimetune.api.deps import JobsDep
-from regimetune.api.jobs import JobManager
+from regimetune.api.deps import JobsDep, StoreDep
 from regimetune.api.routes._errors import READ, WRITE, errors
 from regimetune.api.schemas import TuningJobIn
+from regimetune.control.jobs import JobManager
 from regimetune.models import InputError, Objective, RunStatus, TuningRun
 
 router = APIRouter(prefix="/v1/tuning-jobs", tags=["tuning"])
@@ -58,7 +58,7 @@ def _with_progress(run: TuningRun, jobs: JobManager) -> TuningJob:
     status_code=202,
     summary="Tune on a trace on the server",
     dependencies=[WriteAccess],
-    responses=errors(*WRITE, 404),
+    responses=errors(*WRITE, 404, 409),
 )
 def submit(body: TuningJobIn, jobs: JobsDep) -> TuningJob:
     trace = jobs.resolve_trace(body.trace)
@@ -74,7 +74,7 @@ def submit(body: TuningJobIn, jobs: JobsDep) -> TuningJob:
     status_code=202,
     summary="Tune on an uploaded trace (raw body)",
     dependencies=[WriteAccess],
-    responses=errors(*WRITE, 413),
+    responses=errors(*WRITE, 409, 413),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -125,8 +125,10 @@ def restart(job_id: str, jobs: JobsDep, apply: bool | None = None) -> TuningJob:
     dependencies=[ReadAccess],
     responses=errors(*READ, 422),
 )
-def list_jobs(jobs: JobsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[TuningJob]:
-    return [_with_progress(run, jobs) for run in jobs.store.jobs(limit=limit)]
+def list_jobs(
+    jobs: JobsDep, store: StoreDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[TuningJob]:
+    return [_with_progress(run, jobs) for run in store.jobs(limit=limit)]
 
 
 @router.get(
@@ -136,5 +138,5 @@ def list_jobs(jobs: JobsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100) 
     dependencies=[ReadAccess],
     responses=errors(*READ, 404),
 )
-def get_job(job_id: str, jobs: JobsDep) -> TuningJob:
-    return _with_progress(jobs.store.job(job_id), jobs)
+def get_job(job_id: str, jobs: JobsDep, store: StoreDep) -> TuningJob:
+    return _with_progress(store.job(job_id), jobs)

@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from importlib import resources
 from typing import Any
 
@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from regimetune.api.settings import StoreSettings
 from regimetune.api.store import schema as t
+from regimetune.control.store import ENGINE_CHECKPOINT, StoredBatch
 from regimetune.models import (
     ConfigError,
     Decision,
@@ -36,16 +37,6 @@ from regimetune.models import (
 )
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-
-@dataclass(frozen=True, slots=True)
-class StoredBatch:
-    """A durable ingest batch: its sequence number and its columns (read-only arrays)."""
-
-    seq: int
-    kind: str
-    window_start: float
-    columns: dict[str, np.ndarray]
 
 
 def pack_columns(columns: dict[str, np.ndarray]) -> bytes:
@@ -106,8 +97,10 @@ def migrate(engine: Engine, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
 
 
-class Store:
-    """Open with :meth:`open` (runs migrations)."""
+class SqlStore:
+    """The service's store: what the application layer keeps
+    (:class:`regimetune.control.Store`) and what the routes read (windows, segments,
+    decisions, versions). Open with :meth:`open` (runs migrations)."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -121,7 +114,7 @@ class Store:
         self._in_force = None
 
     @classmethod
-    def open(cls, cfg: StoreSettings) -> Store:
+    def open(cls, cfg: StoreSettings) -> SqlStore:
         try:
             engine = _engine(cfg)
             migrate(engine)
@@ -134,8 +127,14 @@ class Store:
         return cls(engine)
 
     @property
-    def engine(self) -> Engine:
+    def db(self) -> Engine:
+        """The SQLAlchemy engine (the push outbox shares its tables)."""
         return self._engine
+
+    @property
+    def location(self) -> str:
+        """The database URL without its password."""
+        return self._engine.url.render_as_string(hide_password=True)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -290,7 +289,7 @@ class Store:
             if regime_id is not None:
                 self._extend_segment(conn, regime_id, w)
             if checkpoint is not None:
-                self._checkpoint(conn, "engine", checkpoint, w.index)
+                self._checkpoint(conn, ENGINE_CHECKPOINT, checkpoint, w.index)
             if decision is None:
                 return None, None
             self.invalidate()
@@ -421,7 +420,7 @@ class Store:
                     version=pv.version, policy=policy.model_dump(mode="json"), created_at=pv.created_at
                 )
             )
-            if enqueue:  # the push package's outbox contract, on the same table as SqlOutboxStore
+            if enqueue:  # the push package's outbox contract, on the same table as SqlOutbox
                 conn.execute(
                     t.outbox.insert().values(
                         version=pv.version,

@@ -37,9 +37,9 @@ from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExec
 from pathlib import Path
 from typing import Any
 
-from regimetune.api.metrics import Metrics
-from regimetune.api.settings import TuningSettings
-from regimetune.api.store import Store
+from regimetune.control.recorder import Recorder
+from regimetune.control.settings import TuningSettings
+from regimetune.control.store import JobStore
 from regimetune.models import (
     ConflictError,
     Evaluation,
@@ -253,16 +253,16 @@ def _is_broken(executor: Executor | None) -> bool:
 class JobManager:
     """Submit jobs to ``executor`` (built from settings when None) and record their runs.
 
-    ``on_success(run, apply)`` is called with the finished run (the app stores its policies
+    ``on_success(run, apply)`` is called with the finished run (the controller stores its policies
     when the job asked to ``apply`` them). ``work_dir`` holds uploads and checkpoints (by
     default a directory per store under ``tuning.upload_dir`` or the system's temp dir)."""
 
     def __init__(
         self,
         *,
-        store: Store,
+        store: JobStore,
         settings: TuningSettings,
-        metrics: Metrics,
+        recorder: Recorder,
         executor: Executor | None = None,
         runner: Callable[..., dict[str, Any]] = run_tuning,
         on_success: Callable[[TuningRun, bool], None] | None = None,
@@ -272,7 +272,7 @@ class JobManager:
     ) -> None:
         self.store = store
         self.settings = settings
-        self.metrics = metrics
+        self.recorder = recorder
         self.executor = executor
         self.runner = runner
         self.on_success = on_success
@@ -288,8 +288,7 @@ class JobManager:
     # -- places ----------------------------------------------------------------------------
     def _dir(self, name: str) -> Path:
         if self.work_dir is None:
-            url = self.store.engine.url.render_as_string(hide_password=True)
-            tag = hashlib.sha256(url.encode()).hexdigest()[:16]
+            tag = hashlib.sha256(self.store.location.encode()).hexdigest()[:16]
             base = Path(self.settings.upload_dir) if self.settings.upload_dir else Path(tempfile.gettempdir())
             self.work_dir = base / f"regimetune-jobs-{tag}"
         d = self.work_dir / name
@@ -443,7 +442,7 @@ class JobManager:
             if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
                 run = self._interrupted(run, "the service stopped while it ran")
                 self.store.save_job(run)
-                self.metrics.tuning_jobs.labels(status=run.status.value).inc()
+                self.recorder.job_ended(run.status.value)
             if run.status is RunStatus.INTERRUPTED and "restarted_as" not in run.report:
                 interrupted.append(run)
         keep = {Path(r.trace).name for r in interrupted if r.trace is not None}
@@ -521,7 +520,7 @@ class JobManager:
         except Exception:
             log.exception("cannot record tuning job %s", run.id)
             return False
-        self.metrics.tuning_jobs.labels(status=run.status.value).inc()
+        self.recorder.job_ended(run.status.value)
         self._checkpoint(run.id).unlink(missing_ok=True)
         if run.status is not RunStatus.INTERRUPTED and self._is_upload(run.trace):
             Path(str(run.trace)).unlink(missing_ok=True)

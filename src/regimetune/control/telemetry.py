@@ -2,9 +2,10 @@
 (on the service's clock), say so instead of reading the silence as zero load.
 
 Silence produces no windows (the engine skips windows nobody reported), so no regime change
-can happen and the policy in force is held. This watch makes that visible: the
-``regimetune_telemetry_stale`` gauge, one decision-log entry when telemetry turns stale and
-one when it resumes, and a line for ``/readyz``. A batch with no keys is an idle window, not
+can happen and the policy in force is held. This watch makes that visible: the recorder
+hears it (the ``regimetune_telemetry_stale`` gauge, and the hold counted as a change held
+back), one decision-log entry when telemetry turns stale and one when it resumes, and a line
+for ``/readyz``. A batch with no keys is an idle window, not
 silence: it counts as a batch.
 """
 
@@ -14,9 +15,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from regimetune.api.metrics import Metrics
-from regimetune.api.settings import EngineSettings
-from regimetune.api.store import Store
+from regimetune.control.recorder import Recorder
+from regimetune.control.settings import EngineSettings
+from regimetune.control.store import Store
 from regimetune.models import Decision, PushOutcome
 
 log = logging.getLogger(__name__)
@@ -31,13 +32,13 @@ class TelemetryWatch:
         *,
         settings: EngineSettings,
         store: Store,
-        metrics: Metrics,
+        recorder: Recorder,
         clock: Callable[[], float],
         current_regime: Callable[[], int | None],
     ) -> None:
         self.settings = settings
         self.store = store
-        self.metrics = metrics
+        self.recorder = recorder
         self.clock = clock
         self.current_regime = current_regime
         self._lock = threading.Lock()
@@ -58,7 +59,7 @@ class TelemetryWatch:
                 return
             silent = self._last - self._stale_since
             self._stale_since = None
-            self.metrics.telemetry_stale.set(0)
+            self.recorder.telemetry_state(stale=False)
         self._log(f"telemetry resumed after {silent:.1f} s stale")
 
     def check(self) -> str:
@@ -73,7 +74,8 @@ class TelemetryWatch:
             newly = self._stale_since is None
             if newly:
                 self._stale_since = self.clock()
-                self.metrics.telemetry_stale.set(1)
+                self.recorder.telemetry_state(stale=True)
+                self.recorder.change_held("stale_telemetry")
         latest = self.store.in_force_version()
         held = "no policy yet" if latest is None else f"policy version {latest.version}"
         detail = (

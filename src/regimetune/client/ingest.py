@@ -11,8 +11,7 @@ import httpx
 import numpy as np
 
 from regimetune.models import EventBatch, InputError, Op
-
-COUNTS_MEDIA_TYPE = "application/x-regimetune-counts"
+from regimetune.models.wire import COUNTS_MEDIA_TYPE, encode_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,16 +64,6 @@ def _count(b: EventBatch, wi: int, window_s: float) -> WindowCounts:
     lab = b.label[b.label >= 0]
     label = int(np.bincount(lab).argmax()) if len(lab) else -1
     return WindowCounts(wi * window_s, window_s, keys.astype(np.uint64), reads, writes, label)
-
-
-def encode_counts(keys: np.ndarray, reads: np.ndarray, writes: np.ndarray | None = None) -> bytes:
-    """The binary body of ``POST /v1/ingest/counts``: keys (<u8), reads (<u4), writes (<u4)."""
-    k = np.ascontiguousarray(keys, dtype="<u8")
-    r = np.ascontiguousarray(reads, dtype="<u4")
-    w = np.zeros(len(k), dtype="<u4") if writes is None else np.ascontiguousarray(writes, dtype="<u4")
-    if not len(k) == len(r) == len(w):
-        raise InputError("keys, reads and writes must have equal lengths")
-    return k.tobytes() + r.tobytes() + w.tobytes()
 
 
 class IngestClient:

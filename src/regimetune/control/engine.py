@@ -1,0 +1,433 @@
+"""The online loop of the service: ingest -> windows -> regimes -> decisions -> outbox.
+
+Every acknowledged batch is in the store before the engine sees it. The windows it closes are
+fed to the regime detector; each closed window, the detector's checkpoint and any decision are
+committed in one transaction. On start the engine restores the detector from its checkpoint
+and replays the stored batches through the windowing state of the last snapshot: windows
+already committed only rebuild the aggregator (keyspace); later ones go through detection as
+if live, so a restart after SIGKILL loses no acknowledged batch and keeps the same regime ids.
+
+Event time (:mod:`~regimetune.control.lateness`): a window stays open for late batches of
+other daemons while it is within ``ingest.allowed_lateness_windows`` of the newest; a batch
+that is too late or dated too far ahead is refused before it is stored. Windows nobody
+reported are skipped in O(1) (silence is not zero load); a stored batch that the rules refuse
+(e.g. from an older version) is skipped on replay with the reason logged. When no batch
+arrives for ``engine.stale_after_windows`` windows the telemetry is stale
+(:mod:`~regimetune.control.telemetry`): nothing is decided, the policy in force stays.
+
+What a change does (modes, pause, the flap budget) is the :mod:`~regimetune.control.decisions`
+module's; which policy a regime gets, :mod:`~regimetune.control.policies`'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from regimetune.control.batches import batch_digest, check_batch
+from regimetune.control.decisions import Decider, Mode, Verdict
+from regimetune.control.policy_file import detector_start, load_policy_file
+from regimetune.control.recorder import Recorder
+from regimetune.control.settings import ControlSettings
+from regimetune.control.store import ENGINE_CHECKPOINT, Store
+from regimetune.control.telemetry import TelemetryWatch
+from regimetune.control.windowing import SNAPSHOT, Windowing, lateness_buffer
+from regimetune.models import (
+    ConfigError,
+    ConflictError,
+    InputError,
+    Policy,
+    PolicyFile,
+    PolicyVersion,
+    WindowStats,
+)
+
+if TYPE_CHECKING:
+    from regimetune.regimes import OnlineRegimeDetector
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    seq: int
+    rows: int
+    windows: tuple[WindowStats, ...]
+    duplicate: bool = False
+
+
+def _make_detector(settings: ControlSettings, state: dict[str, Any] | None) -> OnlineRegimeDetector:
+    """The regime detector, restored from ``state`` when given, else new with the settings'
+    parameters (windows of the engine's length unless they name another)."""
+    from regimetune.regimes import OnlineRegimeDetector
+
+    if state is not None:
+        return OnlineRegimeDetector.from_state(state)
+    params = settings.engine.detector
+    if params.window_s is None:
+        params = dataclasses.replace(params, window_s=settings.engine.window_s)
+    return OnlineRegimeDetector.from_params(params)
+
+
+class Engine:
+    """Owns the windowing state and the detector; thread-safe (one lock around the stateful
+    steps). :meth:`restore` takes the state from the store (quick: a bad policy file fails
+    here); :meth:`start` replays the stored batches and starts the background threads.
+
+    ``on_version`` is called after a version was enqueued (the service wakes the push
+    worker); ``on_unknown_regime`` after a change to a regime without a stored policy (it may
+    start a tuning job).
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: ControlSettings,
+        store: Store,
+        recorder: Recorder,
+        pushing: bool,
+        on_version: Callable[[PolicyVersion], None] | None = None,
+        on_unknown_regime: Callable[[int], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.recorder = recorder
+        self.pushing = pushing
+        self.on_version = on_version
+        self.on_unknown_regime = on_unknown_regime
+        self.clock = clock
+        self.decider = Decider(
+            settings=settings, store=store, recorder=recorder, pushing=pushing, clock=clock
+        )
+        self.telemetry = TelemetryWatch(
+            settings=settings.engine,
+            store=store,
+            recorder=recorder,
+            clock=clock,
+            current_regime=lambda: self.current_regime,
+        )
+        self._lock = threading.RLock()  # the stateful steps: windowing, detector, decisions
+        self._ingest_lock = threading.Lock()  # sequence order of durable batches
+        self._applied = threading.Condition()
+        self._restored = self._started = False
+        self._queue: queue.Queue[tuple[int, str, float, dict[str, np.ndarray]] | None] | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def restore(self) -> None:
+        """Load the policy file, the switches, the detector and the windowing snapshot."""
+        with self._lock:
+            if self._restored:
+                return
+            s = self.settings
+            self._file: PolicyFile | None = (
+                None if s.policy_file is None else load_policy_file(s.policy_file, s.engine.bounds)
+            )
+            self.decider.restore(self._file.default if self._file is not None else Policy())
+            state, last_window = self.store.load_checkpoint(ENGINE_CHECKPOINT)
+            self._committed_window = last_window if state is not None else -1
+            stored = None if state is None else state["detector"]
+            if self._file is not None and s.policy_file is not None:
+                stored = detector_start(
+                    self._file,
+                    stored,
+                    store=self.store,
+                    path=s.policy_file,
+                    detector_from=s.detector_from,
+                    committed_window=self._committed_window,
+                )
+            self._detector = _make_detector(s, stored)
+            self._windows = Windowing.restore(s, self.store.load_snapshot(SNAPSHOT))
+            self._gate = lateness_buffer(s)  # admission: the buffer as of every acknowledged batch
+            self._gate.newest = self._windows.buffer.newest
+            self._n_windows = self.store.count_windows()  # windows are numbered by time: count them
+            self._last_seq = self._applied_seq = self._windows.seq
+            self._restored = True
+
+    def start(self) -> None:
+        """Replay the stored batches after the snapshot, then take ingest (restoring first
+        if :meth:`restore` was not called)."""
+        self.restore()
+        with self._lock:
+            self._snapshot_at = time.monotonic()
+            self._replay(self._windows.seq)
+            first = self._first_version()
+            self._started = True
+        latest = self.store.latest_version()
+        self.recorder.newest_version(0 if latest is None else latest.version)
+        if first is not None and self.on_version is not None:
+            self.on_version(first)
+        if self.settings.ingest.apply == "async" and self._thread is None:
+            self._queue = queue.Queue(maxsize=self.settings.ingest.queue_batches)
+            self._thread = threading.Thread(target=self._run, name="regimetune-engine", daemon=True)
+            self._thread.start()
+        self.telemetry.start()
+
+    def _replay(self, seq0: int) -> None:
+        """Apply the stored batches after ``seq0``; one that today's rules refuse (stored by an
+        older version, e.g. a time in milliseconds) is skipped with the reason logged, so a
+        restart never replays into a dead end."""
+        now = self.clock()
+        for batch in self.store.batches_after(seq0):
+            self._last_seq = self._applied_seq = batch.seq
+            try:
+                last = self._admit(batch.kind, batch.window_start, batch.columns, now=now)
+            except InputError as exc:
+                log.warning("stored ingest batch %d skipped on replay: %s", batch.seq, exc)
+                continue
+            self._gate.note(last)
+            self._apply(batch.seq, batch.kind, batch.window_start, batch.columns)
+
+    def _first_version(self) -> PolicyVersion | None:
+        """With a policy file, its default is the policy in force before the first change."""
+        if self._file is None:
+            return None
+        return self.store.first_version(self._file.default, enqueue=self.pushing and self.decider.auto)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Apply what is queued, then stop the background threads."""
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join(timeout)
+            self._thread = None
+        self.telemetry.stop(timeout)
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            seq, kind, window_start, columns = item
+            try:
+                with self._lock:
+                    self._apply(seq, kind, window_start, columns)
+                    self._maybe_snapshot()
+            except Exception:  # a batch that cannot be applied must not stop the engine
+                log.exception("applying ingest batch %d failed; it stays in the store", seq)
+            with self._applied:
+                self._applied_seq = seq
+                self._applied.notify_all()
+
+    def wait_applied(self, seq: int | None = None, timeout: float | None = None) -> bool:
+        """Wait until batch ``seq`` (default: the last acknowledged one) is applied."""
+        target = self._last_seq if seq is None else seq
+        with self._applied:
+            return self._applied.wait_for(lambda: self._applied_seq >= target, timeout)
+
+    # -- ingest -------------------------------------------------------------------------------
+    def ingest(
+        self, *, kind: str, window_start: float, columns: dict[str, np.ndarray], client_key: str | None = None
+    ) -> IngestResult:
+        """Make a batch durable, then apply it; returns its sequence number and the windows
+        it closed. Invalid input (including a window beyond the allowed lateness or too far
+        ahead) is refused before anything is stored. A batch sent again with the same
+        ``client_key`` (the daemon's Idempotency-Key) is acknowledged, not applied; another
+        batch under a key already used is a :class:`ConflictError`."""
+        if not self._started:
+            raise ConfigError("engine not started")
+        digest = None if client_key is None else batch_digest(kind, window_start, columns)
+        with self._ingest_lock:
+            if client_key is not None:
+                known = self.store.batch_by_key(client_key)
+                if known is not None:
+                    seq0, rows0, digest0 = known
+                    if digest0 is not None and digest0 != digest:
+                        raise ConflictError(
+                            f"Idempotency-Key {client_key!r} was already used for another batch "
+                            f"(seq {seq0}); a new batch needs a new key"
+                        )
+                    self.telemetry.heard()
+                    return IngestResult(seq=seq0, rows=rows0, windows=(), duplicate=True)
+            last = self._admit(kind, window_start, columns, now=self.clock())
+            seq = self.store.append_batch(
+                kind=kind, window_start=window_start, columns=columns, client_key=client_key, digest=digest
+            )
+            self._last_seq = seq
+            self._gate.note(last)
+            self.telemetry.heard()
+            if self._queue is not None:
+                self._queue.put((seq, kind, window_start, columns))  # blocks when full: backpressure
+                closed: list[WindowStats] = []
+            else:
+                with self._lock:
+                    closed = self._apply(seq, kind, window_start, columns)
+                    self._maybe_snapshot()
+                with self._applied:
+                    self._applied_seq = seq
+                    self._applied.notify_all()
+        rows = max((len(c) for c in columns.values()), default=0)
+        self.recorder.batch_ingested(kind, rows)
+        return IngestResult(seq=seq, rows=rows, windows=tuple(closed))
+
+    def _admit(self, kind: str, window_start: float, columns: dict[str, np.ndarray], *, now: float) -> int:
+        """The last window of a batch that is accepted now, else :class:`InputError`."""
+        check_batch(kind, window_start, columns, n_buckets=self.settings.engine.n_buckets)
+        return self._gate.admit(kind, window_start, columns, now=now)[1]
+
+    def _apply(
+        self, seq: int, kind: str, window_start: float, columns: dict[str, np.ndarray]
+    ) -> list[WindowStats]:
+        """Batch ``seq`` through the windowing state, and the windows it closed through the
+        detector and the decisions; called with the engine lock held."""
+        closed = self._windows.add(seq, kind, window_start, columns)
+        for w in closed:
+            self._on_window(w)
+        return closed
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def _maybe_snapshot(self) -> None:
+        every = self.settings.ingest.snapshot_every_s
+        if every > 0 and time.monotonic() - self._snapshot_at >= every:
+            self.snapshot()
+
+    def snapshot(self) -> int:
+        """Save the windowing state as it is (with the last batch it took), then prune the
+        batches it covers that are older than ``ingest.keep_batches_s``. Returns how many
+        batches were pruned. Windows closed by those batches are already committed (with the
+        detector's checkpoint), so a restart replays only what follows."""
+        with self._lock:
+            seq, meta, arrays = self._windows.snapshot()
+            self.store.save_snapshot(SNAPSHOT, seq, meta, arrays)
+            self._snapshot_at = time.monotonic()
+        pruned = self.store.prune_batches(
+            through_seq=seq, received_before=time.time() - self.settings.ingest.keep_batches_s
+        )
+        self.recorder.batches_pruned(pruned)
+        return pruned
+
+    # -- windows and decisions ----------------------------------------------------------------
+    def _on_window(self, w: WindowStats) -> None:
+        if w.index <= self._committed_window:
+            return  # replay: already committed before the restart, only the aggregator needed it
+        change = self._detector.update(w)
+        regime = self._detector.current
+        verdict = None
+        if change is not None and self.decider.mode != "off":
+            verdict = self.decider.on_change(change, w)
+        saved, version = self.store.commit_window(
+            w,
+            regime,
+            checkpoint={"detector": self._detector.to_state()},
+            decision=None if verdict is None else verdict.decision,
+            policy=None if verdict is None else verdict.policy,
+            make_version=verdict is not None and verdict.make_version,
+            enqueue=verdict is not None and verdict.enqueue,
+        )
+        self._committed_window = w.index
+        self._n_windows += 1
+        self.recorder.window_closed(changed=change is not None)
+        if saved is not None:
+            self.recorder.decision_logged(self.decider.mode_label)
+        self._made(version, verdict)
+        if change is not None and self.store.regime_policy(change.to_id) is None:
+            if self.on_unknown_regime is not None:
+                self.on_unknown_regime(change.to_id)
+        if change is None and regime is not None and self.decider.held_may_go(regime):
+            self.apply_policy_now(regime, "the flap budget allows again: the held-back change is applied")
+
+    def _made(self, version: PolicyVersion | None, verdict: Verdict | None) -> None:
+        """A version was stored: say so, and wake the push worker when it is queued."""
+        if version is None:
+            return
+        self.recorder.newest_version(version.version)
+        if verdict is not None and verdict.enqueue and self.on_version is not None:
+            self.on_version(version)
+
+    def choose_policy(self, regime_id: int) -> tuple[Policy, str]:
+        """The policy ``regime_id`` gets and where it came from."""
+        return self.decider.choose_policy(regime_id)
+
+    def apply_policy_now(self, regime_id: int, reason: str) -> PolicyVersion | None:
+        """After a policy of the current regime changed (operator PUT, tuning job): decide
+        again for the current regime. Returns the new version, if one was made."""
+        with self._lock:
+            if self._detector.current != regime_id or self.decider.mode == "off":
+                return None
+            verdict = self.decider.on_new_policy(regime_id, reason)
+            _, version = self.store.record_decision(
+                verdict.decision, verdict.policy, make_version=verdict.make_version, enqueue=verdict.enqueue
+            )
+        self._made(version, verdict)
+        return version
+
+    def knows_regime(self, regime_id: int) -> bool:
+        """Whether ``regime_id`` can name a regime: an id the detector may give out (below its
+        cap ``max_regimes``, so an operator can set a policy before the regime is seen) or
+        one that already has a policy."""
+        with self._lock:
+            cap = self._detector.max_regimes
+        return regime_id < cap or self.store.regime_policy(regime_id) is not None
+
+    # -- control ------------------------------------------------------------------------------
+    @property
+    def mode(self) -> Mode:
+        return self.decider.mode
+
+    @property
+    def paused(self) -> bool:
+        return self.decider.paused
+
+    def set_mode(self, mode: Mode) -> None:
+        with self._lock:
+            self.decider.set_mode(mode)
+
+    def set_paused(self, paused: bool) -> None:
+        with self._lock:
+            self.decider.set_paused(paused)
+
+    def check_telemetry(self) -> str:
+        """``ok`` or why telemetry is stale (see :class:`TelemetryWatch`)."""
+        return self.telemetry.check()
+
+    # -- what it holds ------------------------------------------------------------------------
+    def detector_state(self) -> dict[str, Any]:
+        """A copy of the detector's state (JSON data), e.g. for a tuning job."""
+        with self._lock:
+            return self._detector.to_state()
+
+    @property
+    def current_regime(self) -> int | None:
+        return self._detector.current if self._restored else None
+
+    @property
+    def detector_name(self) -> str:
+        return type(self._detector).__name__
+
+    @property
+    def aggregator_name(self) -> str:
+        return type(self._windows.aggregator).__name__
+
+    @property
+    def n_windows(self) -> int:
+        """Windows committed (a gap nobody reported holds none)."""
+        return self._n_windows
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def applied_seq(self) -> int:
+        return self._applied_seq
+
+    @property
+    def committed_window(self) -> int:
+        return self._committed_window
+
+    @property
+    def open_windows(self) -> int:
+        """Windows held open for late batches."""
+        return self._windows.open_windows
+
+
+__all__ = ["Engine", "IngestResult"]
