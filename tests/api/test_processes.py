@@ -101,22 +101,30 @@ def test_end_to_end_changes_reach_backend_in_order(tmp_path, workload) -> None:
             for wc in workload:
                 client.send(wc)
         # the service may still decide a version after the last batch (a tuning job it started
-        # for a new regime finishes later): compare both sides as they are at the same time
-        seen: dict[str, list[int]] = {}
+        # for a new regime finishes later), and a version still queued when a newer one of the
+        # same scope is delivered is superseded, not sent (the decision log says which): compare
+        # both sides as they are at the same time
+        seen: dict[str, Any] = {}
 
         def in_step() -> bool:
-            seen["decided"] = decided_versions(base)
+            applied(base)
+            items = httpx.get(f"{base}/v1/decisions", params={"limit": 1000}).json()["items"]
+            outcome = {d["policy_version"]: d["outcome"] for d in items if d["policy_version"] is not None}
+            seen["outcome"] = outcome
             seen["backend"] = [v for v, _ in backend_versions(bport)]
-            return seen["backend"] == seen["decided"]
+            sent = [v for v in sorted(outcome) if outcome[v] != "superseded"]
+            settled = all(o in ("delivered", "superseded") for o in outcome.values())
+            return settled and seen["backend"] == sent
 
         try:
             wait_until(in_step)
         except AssertionError:
             raise AssertionError(
-                f"backend {seen.get('backend')} never matched decided {seen.get('decided')}"
+                f"backend {seen.get('backend')} never matched the decisions {seen.get('outcome')}"
             ) from None
-        decided = seen["decided"]
+        decided = sorted(seen["outcome"])
         assert len(decided) >= 3 and decided == list(range(1, len(decided) + 1))
+        assert seen["outcome"][decided[-1]] == "delivered"  # the newest is never superseded
         assert all(dup == 0 for _, dup in backend_versions(bport))
         policy = httpx.get(f"{base}/v1/policy").json()
         assert policy["version"] == decided[-1]
