@@ -358,9 +358,11 @@ def tune_cache(
     lab, starts = workload.labels, workload.window_starts_s
     ids = workload.regime_ids
     if not ids:
+        held_s = ((workload.detector_state or {}).get("params") or {}).get("min_regime_s")
+        here = "" if held_s is None else f" ({held_s:g} s for this detector)"
         raise InputError(
             "no regime was confirmed in this trace, so there is no regime to tune a limit for: a level "
-            "is a regime once it has held the detector's min_regime_s (900 s by default); tune a longer "
+            f"is a regime once it has held the detector's min_regime_s{here}; tune a longer "
             "trace, or detect shorter regimes (regimetune tune ... --param min_regime_s=300)"
         )
     limit_keys = None if config.max_limit is None else config.max_limit.resolve(trace.n_keys)
