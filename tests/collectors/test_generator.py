@@ -11,7 +11,7 @@ from scipy.ndimage import median_filter
 
 from regimetune.collectors import GeneratorConfig, bucket_view, generate, window_frame
 from regimetune.collectors.generator import PRESETS, keyspace_at, read_rate, regime_of, shape_of
-from regimetune.collectors.presets import REALISTIC_PRESETS
+from regimetune.collectors.presets import REALISTIC_PRESETS, build_shape
 from regimetune.models import ConfigError, EventBatch, WindowFrame
 
 SMALL = GeneratorConfig(duration_s=600, workers=32, seed=7, preset="classic")
@@ -235,6 +235,16 @@ def test_parsplice_shape_flash_decline_in_steps_then_plateaus_apart() -> None:
     shelves = dt[(np.diff(r) == 0) & (dt > 0)]
     assert len(shelves) == len(drops) - 1 and shelves.max() > 1.3 * shelves.min()
     assert (shelves > 2 * (dt.sum() - shelves.sum()) / len(drops)).all()  # drops are short
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_long_runs_decline_has_shelves_of_a_few_minutes(seed: int) -> None:
+    # "short shelves of a few minutes" on a 4-hour run too, not a decline cut in ~7 long steps
+    s = build_shape("parsplice", seed=seed, timescale_s=4 * HOUR, duration_s=4 * HOUR, workers=256)
+    a, z = np.searchsorted(s.knots_t, s.bounds[:2])
+    dt, dr = np.diff(s.knots_t[a : z + 1]), np.diff(s.knots_rate[a : z + 1])
+    shelves = dt[(dr == 0) & (dt > 0)]
+    assert len(shelves) >= 6 and 60 <= np.median(shelves) <= 360 and shelves.max() <= 600, shelves
 
 
 def test_fast_decay_drops_at_once_then_drifts_then_holds() -> None:

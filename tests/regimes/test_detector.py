@@ -11,7 +11,7 @@ from river import checks as river_checks
 from river import compose
 
 from regimetune.models import InputError, WindowFrame
-from regimetune.regimes import DetectorParams, OnlineRegimeDetector, ari, detect_series
+from regimetune.regimes import FORMAT_VERSION, DetectorParams, OnlineRegimeDetector, ari, detect_series
 from regimetune.regimes.checks import CHECKS, check_detector, labelled_series
 from regimetune.regimes.synthetic import stationary_frame
 
@@ -98,6 +98,32 @@ def test_no_reversal_on_a_plateau_with_one_window_dips() -> None:
     assert [c.from_id for c in h.changes] == [None]
 
 
+def test_a_one_window_dip_is_learnt_as_missing_and_a_step_is_not() -> None:
+    x = 5.0 + np.random.default_rng(3).normal(0, 0.05, 300)
+    dipped = x.copy()
+    dipped[150] = 3.0  # one window 40 noise deviations down, then back
+    det = OnlineRegimeDetector(window_s=10.0)
+    det.detect_array(dipped)
+    assert det.to_state()["kernel"]["boundary"] == [0]  # the change test never cut the level
+    clean = OnlineRegimeDetector(window_s=10.0)
+    clean.detect_array(x)
+    assert det.regimes[0].centroid == pytest.approx(clean.regimes[0].centroid, rel=1e-3)
+    stepped = x.copy()
+    stepped[150:] += 1.0  # the same window, and the ones after it: a change
+    h = OnlineRegimeDetector(window_s=10.0).detect_array(stepped)
+    assert [c.at_window for c in h.changes] == [0, 150]
+
+
+@pytest.mark.parametrize(("between", "starts_at"), [(-0.5, 200), (1.0, 240)])
+def test_what_leads_to_a_new_level_is_a_ramp_only_if_it_is_on_the_way(between: float, starts_at: int) -> None:
+    # 200 rows at 0, 40 rows (shorter than min_regime) at `between`, then -1: a ramp half
+    # way down joins the new level; a burst up is the old regime's, and the new one starts after it
+    x = np.r_[np.zeros(200), np.full(40, between), np.full(300, -1.0)]
+    x = x + np.random.default_rng(8).normal(0, 0.05, len(x))
+    h = detect_series(x)
+    assert [(c.from_id, c.at_window) for c in h.changes] == [(None, 0), (0, starts_at)]
+
+
 def test_one_or_two_active_keys_are_one_regime() -> None:
     # a flash crowd on one or two keys: the active-key count flips between 1 and 2 at random
     base = steps((0, 720), seed=5)
@@ -155,13 +181,32 @@ def test_states_of_the_old_format_fail_with_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"format 1 .*re-run `regimetune detect"):
         OnlineRegimeDetector.from_state(old)
     v2 = {**old, "format_version": 2}
-    with pytest.raises(InputError, match=r"format 2 .*cannot be converted to format 3"):
+    with pytest.raises(InputError, match=rf"format 2 .*cannot be converted to format {FORMAT_VERSION}"):
         OnlineRegimeDetector.from_state(v2)
     with pytest.raises(InputError, match="not supported"):
         OnlineRegimeDetector.from_state({**OnlineRegimeDetector().to_state(), "format_version": 99})
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(InputError, match="not a JSON detector state"):
         OnlineRegimeDetector.load(tmp_path / "bad.json")
+
+
+def test_states_of_format_3_load_and_go_on() -> None:
+    # format 3 had no window held back and no run of segments: it loads with neither
+    frame = steps((0, 300), (2, 400), seed=7)
+    det = OnlineRegimeDetector(window_s=10.0)
+    det.detect(frame.slice(0, 350))
+    state = det.to_state()
+    v3 = {**state, "format_version": 3}
+    v3["kernel"] = {
+        k: v
+        for k, v in state["kernel"].items()
+        if k not in ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats")
+    }
+    old = OnlineRegimeDetector.from_state(v3)
+    assert old.current == det.current and old.n_seen == 350 - int(state["kernel"]["pending"][0])
+    assert [r.id for r in old.regimes] == [r.id for r in det.regimes]
+    h = old.detect(frame.slice(350, 700))
+    assert [c.to_id for c in h.changes] == [1]
 
 
 @pytest.mark.parametrize(

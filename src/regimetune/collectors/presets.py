@@ -49,6 +49,10 @@ PLATEAU_GAP = (0.12, 0.18)
 """The second plateau lies this share below the first."""
 DROP = (0.05, 0.15)
 """Each step of a stepwise decline drops the rate by this share."""
+SHELF_S = 240.0
+"""Mean length of a shelf between two drops of a decline ("short shelves of a few minutes"):
+the decline has as many steps as fit at this pace, as far as every drop stays within
+:data:`DROP`; the shelves are uneven, 0.4-1.6 times their mean."""
 ACTIVE_KEYS = 100.0
 """Size of the active set (keys a worker may be on) once the decline is over."""
 KEYS_PER_S = 2.8
@@ -239,11 +243,12 @@ def _steps(
     rng: np.random.Generator, t0: float, t1: float, r0: float, r1: float
 ) -> list[tuple[float, float, float]]:
     """Drops of 5-15 % (rescaled to land on ``r1``) between shelves of uneven lengths, from
-    ``t0`` to ``t1``: each drop as (start, end, rate after)."""
+    ``t0`` to ``t1``: each drop as (start, end, rate after). The shelves last a few minutes
+    (:data:`SHELF_S`) unless the drops would then leave :data:`DROP`."""
     total = math.log(r0 / r1)
-    mean = float(np.mean(-np.log1p(-np.linspace(*DROP, 11))))
-    n = max(1, round(total / mean))
     lo, hi = -math.log1p(-DROP[0]), -math.log1p(-DROP[1])
+    fewest, most = max(1, math.ceil(total / hi)), max(1, math.floor(total / lo))
+    n = min(max(round((t1 - t0) / SHELF_S), fewest), most)
     for _ in range(100):  # rejection: rescaled to land on r1, every drop still within DROP
         drops = -np.log1p(-rng.uniform(*DROP, size=n))
         drops *= total / drops.sum()

@@ -1,6 +1,8 @@
 """The detector's per-window loop, compiled with numba (the loop is inherently sequential).
 
-Two layers, one function per phase:
+Two layers, one function per phase, behind a one-window hold: a window whose features leave
+the level by more than ``noise_clip`` standard deviations of a first difference waits for the
+next; if that one is back, the window was a dip and those features are learnt as missing.
 
 **Change test: online optimal partitioning (PELT) of a piecewise-linear signal.** Each
 feature of a segment is a line plus Gaussian noise of the segment's own variance, shrunk
@@ -21,10 +23,13 @@ the regime's level (chi-square over the features, precision of at most ``match_n
 windows on each side, below ``match_chi2``). A match with the regime in force changes
 nothing (a burst, a blip); a match with another steady regime returns to it. An
 unmatched segment opens an *excursion*; the excursion founds a new steady regime once a
-level without slope has held ``min_regime`` windows, and becomes a *transition* regime
+level without slope has held ``min_regime`` windows (with the segments just before it that
+held the same level: the change test may cut a level in two), and becomes a *transition* regime
 (a decline: it differs from a plateau in slope, not level) once it has lasted
-``min_regime`` windows without settling. Transition regimes are never returned to. A
-change back to the regime just left passes exactly the same tests as any other.
+``min_regime`` windows without settling. What led to a new level in fewer windows is a
+ramp that joins it if it lies between the two levels, else a burst of the regime it left.
+Transition regimes are never returned to. A change back to the regime just left passes
+exactly the same tests as any other.
 
 State lives in a :class:`KernelState` of numpy arrays (scalars as length-1 arrays) so the
 Python side can save it as JSON and the online (one window) and batch (a whole series)
@@ -69,13 +74,21 @@ class KernelState(NamedTuple):
     """Everything the loop learns. Windows are counted from the first one ever seen."""
 
     # the clock and the regime in force
-    t: np.ndarray  # (1,) windows seen
+    t: np.ndarray  # (1,) windows learnt (one fewer than received while one is held back)
     current: np.ndarray  # (1,) regime in force (-1 before the first)
     current_since: np.ndarray  # (1,) first window of the segment that founded or entered it
     n_regimes: np.ndarray  # (1,)
     boundary: np.ndarray  # (1,) first window of the last committed segment
     excursion: np.ndarray  # (1,) first window of an unresolved excursion (-1: none)
     exc_first: np.ndarray  # (d, 3) its first segment's windows, sum, sum of squares
+    # the level that the committed segments before the latest one held together
+    run_start: np.ndarray  # (1,) first window of the first of them
+    run_stats: np.ndarray  # (d, 3) their windows, sum, sum of squares
+    # a window held back one window: it left the level, and the next shows whether it was a dip
+    pending: np.ndarray  # (1,) 1 while a window is held back
+    pend_y: np.ndarray  # (d,) its values
+    pend_v: np.ndarray  # (d,) its counts' variances
+    pend_off: np.ndarray  # (d,) 1 where a feature left the level
     # noise learnt from first differences
     prev_y: np.ndarray  # (d,)
     noise_var: np.ndarray  # (d,)
@@ -127,6 +140,12 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         boundary=one(0),
         excursion=one(0),  # the first regime is founded like any other
         exc_first=np.zeros((d, 3)),
+        run_start=one(0),
+        run_stats=np.zeros((d, 3)),
+        pending=one(0),
+        pend_y=np.zeros(d),
+        pend_v=np.zeros(d),
+        pend_off=np.zeros(d, dtype=np.int64),
         prev_y=np.full(d, np.nan),
         noise_var=np.zeros(d),
         noise_n=one(0),
@@ -176,6 +195,26 @@ def _learn_noise(s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarr
         s.prev_y[j] = y[j]
     if s.t[0] > 0:
         s.noise_n[0] = n + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _off_level(
+    s: KernelState, p: KernelParams, y: np.ndarray, count_var: np.ndarray, off: np.ndarray
+) -> bool:
+    """Which features of ``y`` (into ``off``) leave the last value learnt by a first
+    difference beyond ``noise_clip`` standard deviations (of the noise learnt, or of the
+    window's counts if they are noisier); whether any does. Nothing is off before the
+    noise has been learnt for ``dwell`` differences."""
+    found = False
+    for j in range(y.shape[0]):
+        off[j] = 0
+        if s.noise_n[0] < p.dwell or np.isnan(y[j]) or np.isnan(s.prev_y[j]):
+            continue
+        var = max(s.noise_var[j], (p.noise_floor * s.magnitude[j]) ** 2 + 1e-12, count_var[j])
+        if 0.5 * (y[j] - s.prev_y[j]) ** 2 > p.noise_clip * p.noise_clip * var:
+            off[j] = 1
+            found = True
+    return found
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -456,7 +495,7 @@ def _switch(s: KernelState, log: ChangeLog, to: int, at: int) -> None:
     log.changes[k, 3] = s.t[0]
     log.n_rows[0] = k + 1
     t0 = log.t0[0]
-    for i in range(max(at - t0, 0), s.t[0] - t0 + 1):
+    for i in range(max(at - t0, 0), min(s.t[0] - t0 + 1, log.labels.shape[0])):
         log.labels[i] = to
     s.current[0] = to
     s.current_since[0] = at
@@ -491,11 +530,13 @@ def _judge_new_segment(
     was a burst), or an excursion opens (or goes on). Only a level that holds decides a
     regime (:func:`_settle`), whether it is a known one or new."""
     start = s.cand_start[c]
+    ended = np.zeros_like(s.exc_first)  # the segment that ends here: the last committed less this one
+    first = _slot_of(s, s.boundary[0])
+    _absolute(s.cand_sums[first], s.cand_ref[first], ended, 1.0)
+    _absolute(s.cand_sums[c], s.cand_ref[c], ended, -1.0)
     if s.excursion[0] >= 0 and s.boundary[0] == s.excursion[0]:
-        # the excursion's first segment ends here: keep its level for _settle
-        first = _slot_of(s, s.boundary[0])
-        _absolute(s.cand_sums[first], s.cand_ref[first], s.exc_first, 1.0)
-        _absolute(s.cand_sums[c], s.cand_ref[c], s.exc_first, -1.0)
+        s.exc_first[:, :] = ended  # the excursion's first segment: _settle compares levels with it
+    _extend_run(s, p, ended, noise)
     _commit(s, start)
     c = _slot_of(s, start)
     cur = s.current[0]
@@ -507,7 +548,6 @@ def _judge_new_segment(
         s.excursion[0] = -1  # back at the level in force: what came between was a burst
     elif s.excursion[0] < 0 and cur >= 0 and s.reg_kind[cur] == STEADY:
         s.excursion[0] = start
-        s.exc_first[:, :] = 0.0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -523,20 +563,51 @@ def _absolute(sums: np.ndarray, ref: np.ndarray, out: np.ndarray, sign: float) -
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _level_chi2(
+    s: KernelState, p: KernelParams, j: int, n_a: float, mean_a: float, n_b: float, mean_b: float, var: float
+) -> float:
+    """Feature ``j``'s share of the chi-square between two levels (means of ``n_a`` and
+    ``n_b`` windows, noise variance ``var``), as a regime match judges it: precision of at
+    most ``match_n`` windows a side, and no finer than the spread of a regime's level."""
+    white = var * (1.0 / min(n_a, p.match_n) + 1.0 / min(n_b, p.match_n))
+    return (mean_a - mean_b) ** 2 / max(white, 2.0 * s.level_var[j])
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _same_level(s: KernelState, p: KernelParams, stats: np.ndarray, c: int, noise: np.ndarray) -> bool:
     """Is candidate segment ``c``'s mean consistent with the level of ``stats`` (windows,
-    sum, sum of squares per feature), as a regime match judges it?"""
+    sum, sum of squares per feature)?"""
     chi2 = 0.0
     sums = s.cand_sums[c]
     for j in range(stats.shape[0]):
         n_a, n_b = stats[j, 0], sums[j, 0]
-        if n_a < 1.0 or n_b < 1.0:
-            continue
-        mean_a = stats[j, 1] / n_a
-        mean_b = s.cand_ref[c, j] + sums[j, 3] / n_b
-        white = _variance(p, noise, sums, j) * (1.0 / min(n_a, p.match_n) + 1.0 / min(n_b, p.match_n))
-        chi2 += (mean_a - mean_b) ** 2 / max(white, 2.0 * s.level_var[j])
+        if n_a >= 1.0 and n_b >= 1.0:
+            mean_b = s.cand_ref[c, j] + sums[j, 3] / n_b
+            var = _variance(p, noise, sums, j)
+            chi2 += _level_chi2(s, p, j, n_a, stats[j, 1] / n_a, n_b, mean_b, var)
     return chi2 <= p.match_chi2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _extend_run(s: KernelState, p: KernelParams, ended: np.ndarray, noise: np.ndarray) -> None:
+    """A committed segment has ended (``ended``: its windows, sum, sum of squares): it joins
+    the run of segments before it if its mean is consistent with theirs (the change test
+    cut a level in two: noise, a dip), else it starts a new run."""
+    chi2 = 0.0
+    run = s.run_stats
+    for j in range(ended.shape[0]):
+        n_a, n_b = run[j, 0], ended[j, 0]
+        if n_a >= 1.0 and n_b >= 1.0:
+            mean_b = ended[j, 1] / n_b
+            rss = max(ended[j, 2] - n_b * mean_b * mean_b, 0.0)
+            floor = max(noise[j], 1e-12)
+            var = max((rss + p.dwell * floor) / (n_b + p.dwell), floor)
+            chi2 += _level_chi2(s, p, j, n_a, run[j, 1] / n_a, n_b, mean_b, var)
+    if run[0, 0] >= 1.0 and chi2 <= p.match_chi2:
+        run += ended
+    else:
+        run[:, :] = ended
+        s.run_start[0] = s.boundary[0]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -561,12 +632,22 @@ def _add(sums: np.ndarray, ref: np.ndarray, u: float, y: np.ndarray, count_var: 
 @njit(cache=True, nogil=True, inline="always")
 def _held_since(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray) -> int:
     """The first window of a level that holds now, or -1. A level holds when the best
-    partition still ends with the committed segment, it has lasted ``min_regime`` windows
-    and its line does not move (no change hides inside it); or when, after a burst, the
-    latest segment is back at the level the excursion began with."""
-    t, at, exc = s.t[0], s.boundary[0], s.excursion[0]
+    partition still ends with the committed segment, its line does not move (no change
+    hides inside it) and it has lasted ``min_regime`` windows, with the run of segments
+    before it that held the same level (since the regime in force began, and within the
+    excursion); or when, after a burst, the latest segment is back at the level the
+    excursion began with."""
+    t, at, exc, run = s.t[0], s.boundary[0], s.excursion[0], s.run_start[0]
     if s.cand_start[latest] != at or _moves(s, p, s.cand_sums[latest], noise):
         return -1
+    if (
+        run < at
+        and run >= s.current_since[0]
+        and (exc < 0 or run >= exc)
+        and t - run + 1 >= p.min_regime
+        and _same_level(s, p, s.run_stats, latest, noise)
+    ):
+        return run
     if t - at + 1 >= p.min_regime:
         return at
     if (
@@ -580,6 +661,19 @@ def _held_since(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray)
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _between(stats: np.ndarray, old: np.ndarray, new: np.ndarray, noise: np.ndarray) -> bool:
+    """Does the mean of ``stats`` (windows, sum, sum of squares per feature) lie between the
+    levels ``old`` and ``new``, projected on the line from one to the other in noise units?"""
+    along, span = 0.0, 0.0
+    for j in range(stats.shape[0]):
+        if stats[j, 0] >= 1.0 and not (np.isnan(old[j]) or np.isnan(new[j])):
+            w = 1.0 / max(noise[j], 1e-12)
+            along += (stats[j, 1] / stats[j, 0] - old[j]) * (new[j] - old[j]) * w
+            span += (new[j] - old[j]) ** 2 * w
+    return span > 0.0 and 0.0 <= along <= span
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _on_level(
     s: KernelState,
     p: KernelParams,
@@ -590,15 +684,18 @@ def _on_level(
     log: ChangeLog,
 ) -> None:
     """A level holds from window ``at`` after an excursion or during a transition: it is a
-    known regime or a new one; what led to it is a ramp (shorter than ``min_regime``, it
-    joins the level) or a transition of its own."""
+    known regime or a new one; what led to it is a transition of its own (``min_regime``
+    windows or more), a ramp (shorter, and between the two levels: it joins the level it
+    led to) or a burst of the regime in force (shorter, and not on the way)."""
     exc = s.excursion[0]
     cur = s.current[0]
     n = float(s.t[0] - at + 1)
     r = _match(s, p, s.cand_sums[latest], s.cand_ref[latest], noise, level)
     if exc >= 0 and at - exc >= p.min_regime:
         _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
-    elif exc >= 0:
+    elif exc >= 0 and (
+        cur < 0 or s.reg_kind[cur] != STEADY or _between(s.exc_first, s.reg_level[cur], level, noise)
+    ):
         at = exc  # a short ramp belongs to the level it led to
     if (
         r < 0
@@ -632,8 +729,9 @@ def _settle(
     window."""
     exc = s.excursion[0]
     cur = s.current[0]
-    since = _held_since(s, p, latest, noise)
-    if since >= 0 and (exc >= 0 or s.reg_kind[cur] == TRANSITION):
+    unsettled = exc >= 0 or s.reg_kind[cur] == TRANSITION
+    since = _held_since(s, p, latest, noise) if unsettled else -1
+    if since >= 0:
         _on_level(s, p, latest, since, noise, level, log)
     elif exc >= 0 and s.boundary[0] - exc >= p.min_regime:
         # no level has held for min_regime windows, and the latest have not come back
@@ -687,27 +785,85 @@ def _step(
     _learn_level_spread(s, p, y, noise)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _learn_window(
+    s: KernelState,
+    p: KernelParams,
+    y: np.ndarray,
+    count_var: np.ndarray,
+    totals: np.ndarray,
+    noise: np.ndarray,
+    level: np.ndarray,
+    log: ChangeLog,
+) -> None:
+    """Learn one window (its label is the regime in force once it is learnt)."""
+    _step(s, p, y, count_var, totals, noise, level, log)
+    k = s.t[0] - log.t0[0]
+    if 0 <= k < log.labels.shape[0]:
+        log.labels[k] = s.current[0]
+    s.t[0] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _release(
+    s: KernelState,
+    p: KernelParams,
+    y: np.ndarray,
+    count_var: np.ndarray,
+    buf: np.ndarray,
+    totals: np.ndarray,
+    noise: np.ndarray,
+    level: np.ndarray,
+    log: ChangeLog,
+) -> None:
+    """Learn the window held back, now that ``y`` follows it: a feature that left the level
+    and is back in ``y`` was a one-window dip (or spike) and is learnt as missing; one
+    that stays away moved with a change, and is learnt as it was."""
+    _off_level(s, p, y, count_var, buf)  # buf: is y off the level the held window left?
+    row = s.pend_y.copy()
+    for j in range(row.shape[0]):
+        if s.pend_off[j] == 1 and buf[j] == 0:
+            row[j] = np.nan
+    s.pending[0] = 0
+    _learn_window(s, p, row, s.pend_v, totals, noise, level, log)
+
+
 @njit(cache=True, nogil=True)
 def run(
     s: KernelState, p: KernelParams, x: np.ndarray, count_var: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Feed the rows of ``x`` (windows x features) with their counts' variances. Returns
     back-dated labels, online labels (the regime in force at each window) and the
-    confirmed changes as rows ``(from, to, at, confirmed)`` in absolute window counts."""
+    confirmed changes as rows ``(from, to, at, confirmed)`` in absolute window counts.
+
+    A window whose features leave the level by more than ``noise_clip`` standard deviations
+    of a first difference is held back one window: if the next window is back, the window
+    was a dip and those features are learnt as missing (see :func:`_release`). A window
+    held back at the end of a call is learnt in the next; its label is the regime in force
+    until then."""
     n = x.shape[0]
     log = ChangeLog(
         labels=np.full(n, -1, dtype=np.int64),
         changes=np.zeros((2 * n + 2, 4), dtype=np.int64),
         n_rows=np.zeros(1, dtype=np.int64),
-        t0=np.full(1, s.t[0], dtype=np.int64),
+        t0=np.full(1, s.t[0] + s.pending[0], dtype=np.int64),
     )
     online = np.full(n, -1, dtype=np.int64)
     totals = np.empty(s.cand_start.shape[0])
     noise = np.empty(x.shape[1])
     level = np.empty(x.shape[1])
+    off = np.zeros(x.shape[1], dtype=np.int64)
     for i in range(n):
-        _step(s, p, x[i], count_var[i], totals, noise, level, log)
+        if s.pending[0] == 1:
+            _release(s, p, x[i], count_var[i], off, totals, noise, level, log)
+        if _off_level(s, p, x[i], count_var[i], off):
+            s.pending[0] = 1
+            s.pend_y[:] = x[i]
+            s.pend_v[:] = count_var[i]
+            s.pend_off[:] = off
+        else:
+            _learn_window(s, p, x[i], count_var[i], totals, noise, level, log)
         online[i] = s.current[0]
-        log.labels[i] = s.current[0]
-        s.t[0] += 1
+    for k in range(max(s.t[0] - log.t0[0], 0), n):  # the window held back, if any
+        log.labels[k] = s.current[0]
     return log.labels, online, log.changes[: log.n_rows[0]]

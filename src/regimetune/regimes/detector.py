@@ -46,8 +46,11 @@ from regimetune.regimes.params import DetectorParams
 
 #: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
 #: line-test kernel's (before the change test was a penalised likelihood); they cannot be
-#: converted and are refused with a message that says what to do.
-FORMAT_VERSION = 3
+#: converted and are refused with a message that says what to do. Format 3 had no window
+#: held back (the dip test) and no run of segments at one level: it loads with neither.
+FORMAT_VERSION = 4
+#: Kernel state added since format 3, which loads with their initial values.
+_SINCE_FORMAT_3 = ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats")
 _D = DetectorParams()
 
 
@@ -142,7 +145,7 @@ class OnlineRegimeDetector(base.Clusterer):
     @property
     def n_seen(self) -> int:
         """Windows learnt so far."""
-        return int(self._state.t[0]) if self._started() else 0
+        return int(self._state.t[0] + self._state.pending[0]) if self._started() else 0
 
     @property
     def current(self) -> int | None:
@@ -290,7 +293,7 @@ class OnlineRegimeDetector(base.Clusterer):
                 f"0.1 and cannot be converted to format {FORMAT_VERSION}: re-run `regimetune detect "
                 "TRACE --state FILE` on the trace (or start the service without it) to learn a new one"
             )
-        if version != FORMAT_VERSION:
+        if version not in (3, FORMAT_VERSION):
             raise InputError(
                 f"detector state format {version!r} is not supported (this version reads {FORMAT_VERSION})"
             )
@@ -306,6 +309,9 @@ class OnlineRegimeDetector(base.Clusterer):
             fresh = det._state._asdict()
             loaded = {}
             for name, arr in fresh.items():
+                if version == 3 and name in _SINCE_FORMAT_3:
+                    loaded[name] = arr
+                    continue
                 a = np.asarray(state["kernel"][name], dtype=arr.dtype)
                 if a.shape != arr.shape:
                     raise InputError(f"detector state {name!r} has shape {a.shape}, expected {arr.shape}")

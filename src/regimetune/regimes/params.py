@@ -54,7 +54,9 @@ class DetectorParams:
         Memory of the noise learnt from first differences (s).
     ``noise_clip``
         A first difference beyond this many standard deviations of the noise counts as
-        this many (a dip or a step is not noise).
+        this many (a dip or a step is not noise); a window that leaves the level by more is
+        held back one window, and learnt as missing if the next is back (a one-window dip,
+        such as a stalled worker).
     ``noise_floor``
         The noise of a feature is at least this share of its magnitude (a series that
         repeats exact values is not infinitely precise).
