@@ -1,6 +1,6 @@
 """The detectors on the collectors' realistic generator (ground truth in ``label``): what a
 person sees in these runs, as properties with tolerances, on seeds the defaults were not
-chosen on (they were chosen on seeds 0-2 of ``bench/regimes.py``)."""
+chosen on (they were chosen on seeds 0-5 of ``bench/regimes.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from regimetune.collectors import GeneratorConfig, generate, window_frame
 from regimetune.models import WindowFrame
-from regimetune.regimes import OnlineRegimeDetector, change_points, false_changes_per_hour, paper_kmeans
+from regimetune.regimes import OnlineRegimeDetector, ari, change_points, false_changes_per_hour, paper_kmeans
 
 
 @functools.cache
@@ -25,7 +25,7 @@ def reversals(ids: list[int]) -> int:
 
 
 @pytest.mark.parametrize("window_s", [10.0, 60.0])
-@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("seed", [6, 7])
 def test_no_change_on_a_stationary_run(seed: int, window_s: float) -> None:
     frame = run("stationary", seed, window_s)
     h = OnlineRegimeDetector().detect(frame)
@@ -33,23 +33,24 @@ def test_no_change_on_a_stationary_run(seed: int, window_s: float) -> None:
     assert h.n_regimes == 1
 
 
-@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("seed", [6, 7])
 def test_a_parsplice_run_is_found_without_reversals(seed: int) -> None:
     frame = run("parsplice", seed, 60.0)
     h = OnlineRegimeDetector().detect(frame)
     assert reversals([c.to_id for c in h.changes]) == 0
-    assert 3 <= h.n_regimes <= 6  # four regimes a person sees; shelves of the decline may show
+    assert 3 <= h.n_regimes <= 5  # the four regimes a person sees, +-1
+    assert ari(frame["label"], h.labels) >= 0.8
     # the flash crowd's end is dated within 2 % of the run
     truth = change_points(frame["label"])
     first = next(c.at_window for c in h.changes if c.from_id is not None)
     assert abs(first - truth[0]) <= 0.02 * len(frame)
 
 
-@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("seed", [6, 7])
 def test_10_and_60_second_windows_give_about_the_same_regimes(seed: int) -> None:
     a = OnlineRegimeDetector().detect(run("parsplice", seed, 10.0))
     b = OnlineRegimeDetector().detect(run("parsplice", seed, 60.0))
-    assert abs(a.n_regimes - b.n_regimes) <= 2
+    assert abs(a.n_regimes - b.n_regimes) <= 1
     # and the flash crowd ends at the same time (within two minutes)
     end_a = next(c.at_time for c in a.changes if c.from_id is not None)
     end_b = next(c.at_time for c in b.changes if c.from_id is not None)
