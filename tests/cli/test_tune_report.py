@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from regimetune.cli.main import app
 from regimetune.collectors import read_trace
+from regimetune.regimes import OnlineRegimeDetector
 from regimetune.reports import regime_color
 from regimetune.reports.tune import DEFAULT_ROW, NOT_COMPUTED, binding_note, cache_tune_report
 from regimetune.reports.tune_charts import miss_ratio_curves
@@ -70,21 +71,38 @@ def _tables(html: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def cache_report(regimes_trace: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def cache_report(
+    regimes_trace: Path, short_regimes: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict]:
     path = tmp_path_factory.mktemp("tune") / "report.html"
     res = runner.invoke(
-        app, ["tune", str(regimes_trace), "--budget", "10", "--workers", "0", "--json", "--report", str(path)]
+        app,
+        [
+            "tune",
+            str(regimes_trace),
+            *short_regimes,
+            "--budget",
+            "10",
+            "--workers",
+            "0",
+            "--json",
+            "--report",
+            str(path),
+        ],
     )
     assert res.exit_code == 0, res.output
     return path, json.loads(res.output)
 
 
 @pytest.fixture(scope="module")
-def rescale_report(regimes_trace: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def rescale_report(
+    regimes_trace: Path, short_regimes: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict]:
     path = tmp_path_factory.mktemp("rescale") / "report.html"
     args = [
         "tune",
         str(regimes_trace),
+        *short_regimes,
         "--objective",
         "rescale",
         "--budget",
@@ -199,8 +217,9 @@ def test_the_sweep_is_drawn_or_marked_not_computed(cache_report: tuple[Path, dic
 
 
 @pytest.fixture(scope="module")
-def tuned(regimes_trace: Path) -> tuple[object, Workload]:
-    work = Workload.from_batches(read_trace(regimes_trace), window_s=10.0)
+def tuned(regimes_trace: Path, short_regimes: tuple[str, ...]) -> tuple[object, Workload]:
+    detector = OnlineRegimeDetector(min_regime_s=float(short_regimes[1].split("=")[1]))
+    work = Workload.from_batches(read_trace(regimes_trace), window_s=10.0, detector=detector)
     return tune(work, "cache", config=CacheConfig(budget=6), workers=0), work
 
 
