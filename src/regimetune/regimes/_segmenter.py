@@ -771,7 +771,8 @@ def _step(
     level: np.ndarray,
     log: ChangeLog,
 ) -> None:
-    """One window: noise, change test, regimes."""
+    """Learn one window: noise, change test, regimes (its label is the regime in force
+    once it is learnt)."""
     _learn_noise(s, p, y, noise)
     _open_candidate(s, p, y)
     best = _extend_candidates(s, p, y, count_var, noise, totals)
@@ -783,25 +784,10 @@ def _step(
         _judge_new_segment(s, p, best, noise, level)
     _settle(s, p, _slot_of(s, start), noise, level, log)
     _learn_level_spread(s, p, y, noise)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _learn_window(
-    s: KernelState,
-    p: KernelParams,
-    y: np.ndarray,
-    count_var: np.ndarray,
-    totals: np.ndarray,
-    noise: np.ndarray,
-    level: np.ndarray,
-    log: ChangeLog,
-) -> None:
-    """Learn one window (its label is the regime in force once it is learnt)."""
-    _step(s, p, y, count_var, totals, noise, level, log)
-    k = s.t[0] - log.t0[0]
+    k = t - log.t0[0]
     if 0 <= k < log.labels.shape[0]:
         log.labels[k] = s.current[0]
-    s.t[0] += 1
+    s.t[0] = t + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -825,7 +811,7 @@ def _release(
         if s.pend_off[j] == 1 and buf[j] == 0:
             row[j] = np.nan
     s.pending[0] = 0
-    _learn_window(s, p, row, s.pend_v, totals, noise, level, log)
+    _step(s, p, row, s.pend_v, totals, noise, level, log)
 
 
 @njit(cache=True, nogil=True)
@@ -862,7 +848,7 @@ def run(
             s.pend_v[:] = count_var[i]
             s.pend_off[:] = off
         else:
-            _learn_window(s, p, x[i], count_var[i], totals, noise, level, log)
+            _step(s, p, x[i], count_var[i], totals, noise, level, log)
         online[i] = s.current[0]
     for k in range(max(s.t[0] - log.t0[0], 0), n):  # the window held back, if any
         log.labels[k] = s.current[0]
