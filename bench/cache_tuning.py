@@ -9,9 +9,13 @@ these runs), and compare with the baselines it simulates: the unlimited cache, a
 sized to the memory budget, the paper's "100K then 10K" as written and scaled to the run's
 keyspace, a 100K LRU and the K-means suggestion:
 efficiency over the miss-cost sweep, hit ratio relative to unlimited, memory (time-averaged
-and peak). Then, on the first generated trace, evaluations each optimizer needs to come
-within 1% of the best policy any of them found (median over seeds), and a warm-started
-re-tuning of the second generated trace. The LAST line printed is JSON.
+and peak). A fitting baseline counts as beating the tuned policy at a miss cost only if it is
+more efficient there with no more memory; one that buys efficiency with memory is listed
+apart (``more_efficient_with_more_memory``). Then, on the first generated trace, evaluations
+each optimizer needs to come within 1% of the best policy any of them found (median over
+seeds; ``fewest`` is null when no method gets there in half its runs, and each method's
+median best value is given), and a warm-started re-tuning of the second generated trace.
+The LAST line printed is JSON.
 
     nice .venv/bin/python bench/cache_tuning.py            # full
     nice .venv/bin/python bench/cache_tuning.py --quick    # one generated trace, 2 seeds
@@ -50,12 +54,17 @@ def compare(
     best, bases, sweep = rep["best"], rep["baselines"], rep["sweep"]
     rel_eff = best["efficiency"] / bases["unlimited"]["efficiency"]
     fitting = [n for n, b in bases.items() if b["fits_memory"]]
-    losses = [
-        f"{n} at miss cost {m}: {sweep[m][n]:.4f} > tuned {sweep[m]['tuned']:.4f}"
-        for m in sweep
-        for n in fitting
-        if sweep[m][n] > sweep[m]["tuned"] + 1e-12
-    ]
+    # a fitting baseline beats the tuned policy at a miss cost when it is more efficient there
+    # with no more time-averaged memory; one that buys efficiency with memory is listed apart
+    mem = best["memory_fraction"]
+    ahead = [(m, n) for m in sweep for n in fitting if sweep[m][n] > sweep[m]["tuned"] + 1e-12]
+    losses, trades = [], []
+    for m, n in ahead:
+        line = (
+            f"{n} at miss cost {m}: {sweep[m][n]:.6f} > tuned {sweep[m]['tuned']:.6f} "
+            f"with {bases[n]['memory_fraction'] * 100:.2f}% memory against {mem * 100:.2f}%"
+        )
+        (losses if bases[n]["memory_fraction"] <= mem else trades).append(line)
     row = {
         "trace": name,
         "cost_model": (cost or CostModel()).describe(),
@@ -80,6 +89,7 @@ def compare(
         "static_lru_same_memory": rep["binds"]["static_lru_same_memory"],
         "baselines_fitting_budget": fitting,
         "tuned_loses_to": losses,
+        "more_efficient_with_more_memory": trades,
         "decision": {k: rep["decision"][k] for k in ("push", "reason")},
     }
     print(
@@ -131,10 +141,15 @@ def evals_to_best(work: Workload, budget: int, seeds: list[int]) -> dict[str, An
             "per_seed": firsts,
             "best_per_seed": [min(v) for v in runs],
         }
-    fewest = min(METHODS, key=lambda m: out[m]["median_evals"])
-    out["fewest"] = fewest
-    med = ", ".join(f"{m}: {out[m]['median_evals']}" for m in METHODS)
-    print(f"evaluations to within 1% of the best: {med}", flush=True)
+        out[m]["median_best"] = statistics.median(min(v) for v in runs)
+    fewest = min(METHODS, key=lambda m: (out[m]["median_evals"], out[m]["median_best"]))
+    # no method within 1% of the best in half its runs: the count says nothing, the values do
+    out["fewest"] = fewest if out[fewest]["median_evals"] <= budget else None
+    out["best_median_value"] = min(METHODS, key=lambda m: out[m]["median_best"])
+    med = ", ".join(
+        f"{m}: {out[m]['median_evals']} (median best {out[m]['median_best']:.5f})" for m in METHODS
+    )
+    print(f"evaluations to within 1% of the best ({best:.5f}): {med}", flush=True)
     return out
 
 
