@@ -15,8 +15,18 @@ of the presets and the current weights): a penalty of
 ``shrinkage * f(incumbent) * sum((dp / width)^2)`` over the search space's coordinates, so a
 far move must pay for itself, and (3) adopts the tuned weights only if they beat the
 incumbent on ``n_held_out`` campaigns never used in tuning; else the report keeps the
-incumbent and says why. A re-tuning starts from the weights an earlier one found and its
-best evaluations (a warm start), so it needs fewer evaluations.
+incumbent and says why, with the comparison's paired standard error (a gain inside it is
+noise: where the weights barely matter, as on volatile decommissions, whose duration sits at
+its lower bound, it takes tens of campaigns to tell a 1 % gain). A re-tuning starts from
+the weights an earlier one found and its best evaluations (a warm start), so it needs fewer
+evaluations.
+
+On decommissions the search's W_T > 1 half is a cliff, not a lever: Eq. 17-18 then blend
+the targets towards the initial L_i, D_i, which a decommission makes smaller than L_t, D_t,
+so the remaining servers are asked to hold less than their share of whichever of load and
+data has weight 1 (a target no placement meets);
+W_T = 2 multiplies the objective of volatile decommissions by about 3.7. The weights cannot
+say "relax load and data balance" on a decommission, only shift weight between them.
 """
 
 from __future__ import annotations
