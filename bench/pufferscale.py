@@ -182,8 +182,9 @@ def _warm(
     campaigns) with a quarter of the budget. The warm run's objective over the cold run's,
     both scored on the same test campaigns (1.0: as good; above: worse): of the weights each
     run chose (after its gate) and of its candidate; and of the candidates on the run's own
-    training campaigns (selection on those campaigns' noise favours the longer search)."""
-    chosen, cands, train, cold_n, warm_n = [], [], [], [], []
+    training campaigns (selection on those campaigns' noise favours the longer search). For
+    scale, the previous seed's cold weights over this seed's: how far two cold runs differ."""
+    chosen, cands, train, previous, cold_n, warm_n = [], [], [], [], [], []
     for seed in range(1, len(results)):
         warm = tune(
             spec,
@@ -197,6 +198,8 @@ def _warm(
         chosen.append(_values(w.weights, spec, seeds).mean() / _values(c.weights, spec, seeds).mean())
         cands.append(_values(w.candidate, spec, seeds).mean() / _values(c.candidate, spec, seeds).mean())
         train.append(w.candidate_value / c.candidate_value)
+        before = results[seed - 1].detail[0].weights
+        previous.append(_values(before, spec, seeds).mean() / _values(c.weights, spec, seeds).mean())
         cold_n.append(c.n_evaluations)
         warm_n.append(w.n_evaluations)
 
@@ -204,13 +207,14 @@ def _warm(
         return {
             "ratio_to_cold": [float(r) for r in ratios],
             "median_ratio_to_cold": float(np.median(ratios)) if ratios else None,
-            "within_1pct": sum(r <= 1.01 for r in ratios),
+            "within_1pct": int(sum(r <= 1.01 for r in ratios)),
         }
 
     return {
         "test_chosen": summary(chosen),
         "test_candidate": summary(cands),
         "train_candidate": summary(train),
+        "previous_cold": summary(previous),
         "runs": len(chosen),
         "evaluations_cold": cold_n,
         "evaluations_warm": warm_n,
