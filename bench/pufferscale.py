@@ -22,7 +22,8 @@ balance between operations, so the weights move the objective by about 1 %, whil
 campaign's paired difference between two weight settings has a standard deviation of about
 4 % of the value (measured on campaigns 7e8.., which no figure here uses). 16 held-out
 campaigns (se ~1 %) made the gate a coin flip; 64 (se ~0.5 %) resolve it, and 64 training
-campaigns keep the search from chasing one draw's noise. 128 test campaigns (se ~0.35 %).
+campaigns keep the search from chasing one draw's noise. 128 test campaigns (se ~0.35 %). Each run's chosen weights are also scored on one kind of operation
+only (the best preset plans the other kind), to show where a gain comes from.
 
     nice .venv/bin/python bench/pufferscale.py --reps 20
 
@@ -116,14 +117,19 @@ TEST_SEED0 = 10**8
 (``campaign_seeds``: below 10,000 per tuning seed)."""
 
 
-_SCORED: dict[tuple[CampaignSpec, range, float, float, float], np.ndarray] = {}
+_SCORED: dict[tuple[object, ...], np.ndarray] = {}
 
 
-def _values(w: PufferscaleWeights, spec: CampaignSpec, seeds: range) -> np.ndarray:
-    """The campaign value of ``w`` on each of ``seeds`` (lower is better), computed once."""
-    key = (spec, seeds, w.w_load, w.w_data, w.w_time)  # the spec (by identity) stays alive
+def _values(
+    w: PufferscaleWeights, spec: CampaignSpec, seeds: range, dec: PufferscaleWeights | None = None
+) -> np.ndarray:
+    """The campaign value of ``w`` (``dec`` for the decommissions, if given) on each of
+    ``seeds`` (lower is better), computed once."""
+    key = (spec, seeds, w, dec)  # the spec (by identity) stays alive
     if key not in _SCORED:
-        _SCORED[key] = np.array([simulate_campaign(w, spec, seed=s).value for s in seeds])
+        _SCORED[key] = np.array(
+            [simulate_campaign(w, spec, seed=s, decommission_weights=dec).value for s in seeds]
+        )
     return _SCORED[key]
 
 
@@ -153,6 +159,10 @@ def _tune_one(
     chosen = _values(w, spec, seeds)
     best = min(test, key=lambda k: float(test[k].mean()))
     gain, se = _gain(chosen, test[best])
+    # which kind of operation the gain comes from: the chosen weights on one kind only,
+    # the best preset on the other
+    com_only = _values(w, spec, seeds, dec=PRESETS[best])
+    dec_only = _values(PRESETS[best], spec, seeds, dec=w)
     return {
         "seed": seed,
         "weights": [w.w_load, w.w_data, w.w_time],
@@ -170,6 +180,8 @@ def _tune_one(
         "test_gain": gain,
         "test_gain_se": se,
         "test_candidate_gain": _gain(cand, test[best])[0],
+        "test_gain_commissions_only": _gain(com_only, test[best])[0],
+        "test_gain_decommissions_only": _gain(dec_only, test[best])[0],
         "evaluations": rep.n_evaluations,
         "seconds": time.perf_counter() - t0,
     }, res
@@ -267,6 +279,8 @@ def _tuning(budget: int, n_seeds: int, n_train: int, n_test: int) -> dict[str, d
             ),  # type: ignore[operator]
             "median_test_gain": med("test_gain"),
             "median_test_candidate_gain": med("test_candidate_gain"),
+            "median_test_gain_commissions_only": med("test_gain_commissions_only"),
+            "median_test_gain_decommissions_only": med("test_gain_decommissions_only"),
             "test_gain_se": [r["test_gain_se"] for r in runs],
             "beats_best_preset": test_chosen < presets[best_name],
             "adopted": sum(bool(r["adopted"]) for r in runs),
@@ -279,6 +293,11 @@ def _tuning(budget: int, n_seeds: int, n_train: int, n_test: int) -> dict[str, d
             f"{o['median_train_best_preset']:.4f} ({100 * float(o['median_train_gain']):.1f}% gain); "  # type: ignore[arg-type]
             f"test {test_chosen:.4f} vs {best_name} {presets[best_name]:.4f} "
             f"({100 * float(o['median_test_gain']):.2f}% gain); adopted {o['adopted']}/{n_seeds}",  # type: ignore[arg-type]
+            flush=True,
+        )
+        print(
+            f"the chosen weights on commissions only: {100 * float(o['median_test_gain_commissions_only']):.2f}% "  # type: ignore[arg-type]
+            f"gain; on decommissions only: {100 * float(o['median_test_gain_decommissions_only']):.2f}%",  # type: ignore[arg-type]
             flush=True,
         )
         ws = o["warm_start"]
