@@ -30,6 +30,23 @@ def test_common_random_numbers_and_residuals() -> None:
     assert a.l_ratio.mean() < c.l_ratio.mean()
 
 
+def test_decommissions_can_be_planned_with_their_own_weights() -> None:
+    """The first operation (no warm-up) is planned with the decommission weights exactly when
+    it is a decommission; the same weights for both kinds change nothing."""
+    spec = CampaignSpec(n_buckets=256, min_servers=4, max_servers=32, warmup=0, operations=6)
+    lt, dt = PRESETS["LT"], PRESETS["DT"]
+    same = simulate_campaign(lt, spec, seed=1, decommission_weights=lt)
+    assert np.array_equal(same.residuals, simulate_campaign(lt, spec, seed=1).residuals)
+    kinds = set()
+    for seed in range(8):
+        split = simulate_campaign(lt, spec, seed=seed, decommission_weights=dt)
+        planned_by = dt if split.kind[0] == 0 else lt
+        alone = simulate_campaign(planned_by, spec, seed=seed)
+        assert (split.l_ratio[0], split.d_ratio[0]) == (alone.l_ratio[0], alone.d_ratio[0])
+        kinds.add(float(split.kind[0]))
+    assert kinds == {0.0, 1.0}
+
+
 def test_mostly_commissions_and_trace_series() -> None:
     spec = CampaignSpec(
         n_buckets=128, min_servers=4, max_servers=64, warmup=2, operations=30, p_commission=0.9

@@ -3,6 +3,7 @@ weights must not replace a preset they lose to off their training set), through 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from regimetune.collectors import GeneratorConfig, generate
@@ -10,7 +11,13 @@ from regimetune.models import PRESETS, ConfigError, Policy, PolicyFile, Puffersc
 from regimetune.regimes import OnlineRegimeDetector
 from regimetune.tuner import RescaleConfig, Validation, tune
 from regimetune.tuner.rescale import CampaignSpec
-from regimetune.tuner.rescale.tuning import campaign_seeds, held_out_gate, params_from_weights
+from regimetune.tuner.rescale.tuning import (
+    CampaignObjective,
+    campaign_seeds,
+    held_out_gate,
+    paired_se,
+    params_from_weights,
+)
 
 SMALL = dict(n_buckets=128, min_servers=4, max_servers=32, warmup=4, operations=8)
 VOLATILE = CampaignSpec(p_commission=0.85, volatility=0.3, size_volatility=0.3, **SMALL)  # type: ignore[arg-type]
@@ -40,6 +47,26 @@ def test_gate_adopts_only_a_held_out_win() -> None:
     kept, why = held_out_gate(2.0, 2.0, name="LDT", n_campaigns=4)
     assert not kept and why.startswith("kept LDT") and "4 held-out campaigns" in why
     assert not held_out_gate(1.9, 2.0, name="LDT", n_campaigns=4, min_gain=0.1)[0]
+
+
+def test_the_paired_noise_is_the_spread_of_per_campaign_differences() -> None:
+    """Common campaigns cancel what they share: a candidate that is 1% better on every
+    campaign has no noise, however much the campaigns differ from each other."""
+    base = np.array([1.0, 3.0, 2.0, 5.0])
+    assert paired_se(base * 0.99, base) == pytest.approx(np.std(base * 0.01, ddof=1) / 2 / base.mean())
+    assert paired_se(base - 0.1, base) == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(paired_se(base[:1], base[:1]))
+
+
+def test_the_gate_states_the_noise_of_its_comparison() -> None:
+    res, rep = tune_volatile(4, n_seeds=4)
+    assert rep.held_out_se > 0 and "±" in rep.reason
+    assert res.report["regimes"][0]["held_out_se"] == pytest.approx(rep.held_out_se)
+    # the gain and its noise as measured on the held-out campaigns, paired by seed
+    validate = CampaignObjective(VOLATILE, rep.held_out_seeds)
+    inc = validate.values(rep.incumbent_weights)
+    assert rep.held_out_se == pytest.approx(paired_se(validate.values(rep.candidate), inc))
+    assert rep.incumbent_held_out_value == pytest.approx(inc.mean())
 
 
 def test_weights_that_do_not_win_on_held_out_campaigns_are_kept_back() -> None:
@@ -96,8 +123,8 @@ def test_strong_shrinkage_holds_the_tuning_at_the_best_preset() -> None:
 
 def test_a_warm_start_begins_at_the_last_tuned_weights_with_fewer_evaluations() -> None:
     """Re-tuning on new campaigns of the same workload starts from the weights found before
-    (then the best of the earlier evaluations), with a quarter of the budget; it still beats
-    every preset there."""
+    (then the best of the earlier evaluations), with a quarter of the budget; it is never
+    worse than the best preset there (the presets are told to the search)."""
     first, rep1 = tune_volatile(12, n_seeds=4, holdout=0.0)
     _, cold = tune_volatile(12, seed=1, n_seeds=4, holdout=0.0)
     config = RescaleConfig(budget=3, seed=1, n_seeds=4)
@@ -108,7 +135,7 @@ def test_a_warm_start_begins_at_the_last_tuned_weights_with_fewer_evaluations() 
     after_presets = [e.params for e in rep.evaluations][len(PRESETS)]
     assert after_presets == pytest.approx(params_from_weights(rep1.candidate))
     assert warm.report["warm_started"] and rep.n_evaluations < cold.n_evaluations
-    assert rep.candidate_value < min(rep.preset_values.values())
+    assert rep.candidate_value <= min(rep.preset_values.values())
 
 
 def test_a_cache_result_cannot_warm_start_a_weight_tuning() -> None:

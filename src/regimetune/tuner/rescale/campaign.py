@@ -162,10 +162,16 @@ def _series_row(a: np.ndarray | None, k: int, per_op: int) -> np.ndarray | None:
 
 
 def simulate_campaign(
-    weights: PufferscaleWeights, campaign: CampaignSpec, *, seed: int = 0
+    weights: PufferscaleWeights,
+    campaign: CampaignSpec,
+    *,
+    seed: int = 0,
+    decommission_weights: PufferscaleWeights | None = None,
 ) -> CampaignResult:
     """Run ``campaign`` with ``weights``; the same ``seed`` gives every weight setting the same
     buckets, cluster sizes, decommissioned servers and drifts (common random numbers).
+    ``decommission_weights`` (default: ``weights``) plan the decommissions instead, e.g. to
+    see which kind of operation a setting's gain comes from.
 
     >>> spec = CampaignSpec(n_buckets=64, min_servers=4, max_servers=8, warmup=3, operations=4)
     >>> r = simulate_campaign(PufferscaleWeights(), spec, seed=1)
@@ -213,8 +219,9 @@ def simulate_campaign(
     for k in range(total):
         m = _next_size(campaign, rng, cluster.n)
         n_before = cluster.n
+        w = weights if decommission_weights is None or m > n_before else decommission_weights
         t0 = time.perf_counter()
-        res = cluster.rescale_to(m, rng, weights)
+        res = cluster.rescale_to(m, rng, w)
         dt = time.perf_counter() - t0
         after_op = cluster.load_ratio()
         load, size = loads_at(k + 1, cluster.load, cluster.size)

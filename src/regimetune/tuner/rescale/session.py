@@ -253,6 +253,7 @@ def _regime_json(rep: WeightTuningReport, windows: int) -> dict[str, Any]:
         "held_out_value": _finite(rep.held_out_value),
         "candidate_held_out_value": _finite(rep.candidate_held_out_value),
         "held_out_preset_values": rep.held_out_preset_values,
+        "held_out_se": _finite(rep.held_out_se),
         "components": rep.components,
         "evaluations": rep.n_evaluations,
     }

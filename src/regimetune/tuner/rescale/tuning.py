@@ -15,8 +15,18 @@ of the presets and the current weights): a penalty of
 ``shrinkage * f(incumbent) * sum((dp / width)^2)`` over the search space's coordinates, so a
 far move must pay for itself, and (3) adopts the tuned weights only if they beat the
 incumbent on ``n_held_out`` campaigns never used in tuning; else the report keeps the
-incumbent and says why. A re-tuning starts from the weights an earlier one found and its
-best evaluations (a warm start), so it needs fewer evaluations.
+incumbent and says why, with the comparison's paired standard error (a gain inside it is
+noise: where the weights barely matter, as on volatile decommissions, whose duration sits at
+its lower bound, it takes tens of campaigns to tell a 1 % gain). A re-tuning starts from
+the weights an earlier one found and its best evaluations (a warm start), so it needs fewer
+evaluations.
+
+On decommissions the search's W_T > 1 half is a cliff, not a lever: Eq. 17-18 then blend
+the targets towards the initial L_i, D_i, which a decommission makes smaller than L_t, D_t,
+so the remaining servers are asked to hold less than their share of whichever of load and
+data has weight 1 (a target no placement meets);
+W_T = 2 multiplies the objective of volatile decommissions by about 3.7. The weights cannot
+say "relax load and data balance" on a decommission, only shift weight between them.
 """
 
 from __future__ import annotations
@@ -105,7 +115,11 @@ class CampaignObjective:
 
     def value(self, w: PufferscaleWeights) -> float:
         """Mean campaign value of ``w`` on these seeds (no penalty)."""
-        return float(np.mean([simulate_campaign(w, self.campaign, seed=s).value for s in self.seeds]))
+        return float(np.mean(self.values(w)))
+
+    def values(self, w: PufferscaleWeights) -> np.ndarray:
+        """The value of ``w`` on each of these seeds' campaigns, in seed order (no penalty)."""
+        return np.array([simulate_campaign(w, self.campaign, seed=s).value for s in self.seeds])
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +151,9 @@ class WeightTuningReport:
     held_out_seeds: tuple[int, ...] = field(default=())
     evaluations: tuple[Evaluation, ...] = field(default=())
     incumbent_held_out_value: float = math.nan
+    held_out_se: float = math.nan
+    """Standard error of the candidate's paired difference with the incumbent on the
+    held-out campaigns, relative to the incumbent's value (:func:`paired_se`)."""
 
     @property
     def best_preset(self) -> str:
@@ -189,29 +206,54 @@ def campaign_seeds(seed: int, n_train: int, n_held_out: int) -> tuple[tuple[int,
     return tuple(range(base, base + n_train)), tuple(range(base + half, base + half + n_held_out))
 
 
+def paired_se(candidate: np.ndarray, incumbent: np.ndarray) -> float:
+    """Standard error of the mean of ``candidate - incumbent`` over the same campaigns,
+    relative to the incumbent's mean (nan with fewer than two campaigns).
+
+    >>> round(paired_se(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 1.0])), 3)
+    0.577
+    """
+    n = len(candidate)
+    base = float(np.mean(incumbent)) if n else 0.0
+    if n < 2 or base <= 0:
+        return math.nan
+    return float(np.std(np.asarray(candidate) - np.asarray(incumbent), ddof=1) / math.sqrt(n) / base)
+
+
 def held_out_gate(
-    candidate: float, incumbent: float, *, name: str, n_campaigns: int, min_gain: float = 0.0
+    candidate: float,
+    incumbent: float,
+    *,
+    name: str,
+    n_campaigns: int,
+    min_gain: float = 0.0,
+    se: float = math.nan,
 ) -> tuple[bool, str]:
     """Whether tuned weights scoring ``candidate`` on held-out campaigns replace the
     incumbent ``name`` scoring ``incumbent`` there, and why (lower is better). They must be
-    lower by more than ``min_gain`` (relative).
+    lower by more than ``min_gain`` (relative). ``se`` (relative, :func:`paired_se`) is the
+    noise of the comparison on those campaigns, stated beside the difference so a reader
+    sees whether it is within noise.
 
     >>> held_out_gate(2.0, 2.5, name="LDT", n_campaigns=8)[0]
     True
     >>> held_out_gate(2.3, 2.0, name="LDT", n_campaigns=8)[1]
     'kept LDT: the tuned weights scored 2.3 on 8 held-out campaigns against its 2 (+15.0%)'
+    >>> held_out_gate(1.98, 2.0, name="LDT", n_campaigns=64, se=0.004)[1]
+    "adopted: the tuned weights scored 1.98 on 64 held-out campaigns against LDT's 2 (-1.0% ± 0.4%)"
     """
     if n_campaigns == 0:
         return True, "adopted without validation (no held-out campaigns)"
     rel = (candidate - incumbent) / incumbent if incumbent > 0 else 0.0
+    diff = f"{100 * rel:+.1f}%" + (f" ± {100 * se:.1f}%" if math.isfinite(se) else "")
     if candidate < incumbent * (1.0 - min_gain):
         return True, (
             f"adopted: the tuned weights scored {candidate:.4g} on {n_campaigns} held-out campaigns "
-            f"against {name}'s {incumbent:.4g} ({100 * rel:+.1f}%)"
+            f"against {name}'s {incumbent:.4g} ({diff})"
         )
     return False, (
         f"kept {name}: the tuned weights scored {candidate:.4g} on {n_campaigns} held-out campaigns "
-        f"against its {incumbent:.4g} ({100 * rel:+.1f}%)"
+        f"against its {incumbent:.4g} ({diff})"
     )
 
 
@@ -277,11 +319,15 @@ def tune_campaign(
     cand = weights_from_params(res.best_params)
     cand_value = plain.value(cand)
     validate = CampaignObjective(campaign, held)
-    held_presets = {n: validate.value(w) for n, w in PRESETS.items()} if held else {}
-    cand_held = validate.value(cand) if held else math.nan
-    inc_held = (held_presets.get(inc_name) or validate.value(inc_w)) if held else math.nan
+    held_preset_runs = {n: validate.values(w) for n, w in PRESETS.items()} if held else {}
+    held_presets = {n: float(np.mean(v)) for n, v in held_preset_runs.items()}
+    cand_runs = validate.values(cand) if held else np.zeros(0)
+    inc_runs = held_preset_runs[inc_name] if inc_name in held_preset_runs else validate.values(inc_w)
+    cand_held = float(np.mean(cand_runs)) if held else math.nan
+    inc_held = float(np.mean(inc_runs)) if held else math.nan
+    se = paired_se(cand_runs, inc_runs)
     adopted, reason = held_out_gate(
-        cand_held, inc_held, name=inc_name, n_campaigns=len(held), min_gain=min_gain
+        cand_held, inc_held, name=inc_name, n_campaigns=len(held), min_gain=min_gain, se=se
     )
     chosen = cand if adopted else inc_w
     return WeightTuningReport(
@@ -304,6 +350,7 @@ def tune_campaign(
         train_seeds=train,
         held_out_seeds=held,
         incumbent_held_out_value=inc_held,
+        held_out_se=se,
         evaluations=tuple(
             Evaluation(params=p, residuals=tuple(float(x) for x in r), value=float(r @ r)) for p, r in warm
         )
