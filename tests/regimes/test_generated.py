@@ -33,6 +33,16 @@ def test_no_change_on_a_stationary_run(seed: int, window_s: float) -> None:
     assert h.n_regimes == 1
 
 
+@pytest.mark.parametrize("seed", [29, 57])
+def test_a_level_the_change_test_cut_in_two_is_one_regime_with_all_its_windows(seed: int) -> None:
+    # on these runs a regime is founded on a level held by several segments (the change test
+    # cut it); its level must be theirs, not the latest segment's few windows, or the next
+    # segment does not match it and founds a second regime (2 regimes before the fix)
+    frame = run("stationary", seed, 10.0)
+    h = OnlineRegimeDetector().detect(frame)
+    assert h.n_regimes == 1 and false_changes_per_hour(h.changes, float(len(frame)) * 10.0) == 0.0
+
+
 @pytest.mark.parametrize("seed", [6, 7])
 def test_a_parsplice_run_is_found_without_reversals(seed: int) -> None:
     frame = run("parsplice", seed, 60.0)

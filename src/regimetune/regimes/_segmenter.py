@@ -674,6 +674,18 @@ def _between(stats: np.ndarray, old: np.ndarray, new: np.ndarray, noise: np.ndar
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _pool(s: KernelState, latest: int, stats: np.ndarray, level: np.ndarray) -> float:
+    """The mean of the latest segment and of ``stats`` (windows, sum, sum of squares per
+    feature) together, into ``level``; returns their windows."""
+    sums, ref = s.cand_sums[latest], s.cand_ref[latest]
+    for j in range(level.shape[0]):
+        n = stats[j, 0] + sums[j, 0]
+        if n > 0.0:
+            level[j] = (stats[j, 1] + sums[j, 3] + sums[j, 0] * ref[j]) / n
+    return stats[0, 0] + sums[0, 0]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _on_level(
     s: KernelState,
     p: KernelParams,
@@ -691,6 +703,8 @@ def _on_level(
     cur = s.current[0]
     n = float(s.t[0] - at + 1)
     r = _match(s, p, s.cand_sums[latest], s.cand_ref[latest], noise, level)
+    if at < s.boundary[0]:  # the level held before the latest segment too: its level is theirs
+        n = _pool(s, latest, s.run_stats if at == s.run_start[0] else s.exc_first, level)
     if exc >= 0 and at - exc >= p.min_regime:
         _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
     elif exc >= 0 and (
