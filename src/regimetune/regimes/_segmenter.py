@@ -173,6 +173,12 @@ def new_state(d: int, p: KernelParams) -> KernelState:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _noise_floor(s: KernelState, p: KernelParams, j: int) -> float:
+    """The least noise variance of feature ``j``: ``noise_floor`` of its magnitude, squared."""
+    return (p.noise_floor * s.magnitude[j]) ** 2 + 1e-12
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _learn_noise(s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarray) -> None:
     """Update each feature's noise from the window's first difference, and put the noise
     variance in force (at least a relative floor) into ``noise``. The first ``dwell``
@@ -182,10 +188,10 @@ def _learn_noise(s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarr
     lam = max(1.0 / (n + 1.0), p.noise_weight)
     for j in range(y.shape[0]):
         if np.isnan(y[j]):  # a missing value: nothing to learn
-            noise[j] = max(s.noise_var[j], (p.noise_floor * s.magnitude[j]) ** 2 + 1e-12)
+            noise[j] = max(s.noise_var[j], _noise_floor(s, p, j))
             continue
         s.magnitude[j] += (abs(y[j]) - s.magnitude[j]) * lam
-        floor = (p.noise_floor * s.magnitude[j]) ** 2 + 1e-12
+        floor = _noise_floor(s, p, j)
         if s.t[0] > 0 and not np.isnan(s.prev_y[j]):
             half_sq = 0.5 * (y[j] - s.prev_y[j]) ** 2
             if n >= p.dwell:
@@ -210,7 +216,7 @@ def _off_level(
         off[j] = 0
         if s.noise_n[0] < p.dwell or np.isnan(y[j]) or np.isnan(s.prev_y[j]):
             continue
-        var = max(s.noise_var[j], (p.noise_floor * s.magnitude[j]) ** 2 + 1e-12, count_var[j])
+        var = max(s.noise_var[j], _noise_floor(s, p, j), count_var[j])
         if 0.5 * (y[j] - s.prev_y[j]) ** 2 > p.noise_clip * p.noise_clip * var:
             off[j] = 1
             found = True
@@ -235,8 +241,14 @@ def _variance(p: KernelParams, noise: np.ndarray, sums: np.ndarray, j: int) -> f
 
 @njit(cache=True, nogil=True, inline="always")
 def _shrunk(p: KernelParams, noise: np.ndarray, sums: np.ndarray, j: int, rss: float) -> float:
-    floor = _floor_variance(noise, sums, j)
-    return max((rss + p.dwell * floor) / (sums[j, 0] + p.dwell), floor)
+    return _shrink(p, rss, sums[j, 0], _floor_variance(noise, sums, j))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _shrink(p: KernelParams, rss: float, n: float, floor: float) -> float:
+    """The variance of ``n`` windows with residual sum of squares ``rss``, shrunk towards
+    ``floor`` by ``dwell`` windows' worth of it, and never below it."""
+    return max((rss + p.dwell * floor) / (n + p.dwell), floor)
 
 
 # -- change test -----------------------------------------------------------------------------
@@ -600,8 +612,7 @@ def _extend_run(s: KernelState, p: KernelParams, ended: np.ndarray, noise: np.nd
         if n_a >= 1.0 and n_b >= 1.0:
             mean_b = ended[j, 1] / n_b
             rss = max(ended[j, 2] - n_b * mean_b * mean_b, 0.0)
-            floor = max(noise[j], 1e-12)
-            var = max((rss + p.dwell * floor) / (n_b + p.dwell), floor)
+            var = _shrink(p, rss, n_b, max(noise[j], 1e-12))
             chi2 += _level_chi2(s, p, j, n_a, run[j, 1] / n_a, n_b, mean_b, var)
     if run[0, 0] >= 1.0 and chi2 <= p.match_chi2:
         run += ended
@@ -677,12 +688,12 @@ def _between(stats: np.ndarray, old: np.ndarray, new: np.ndarray, noise: np.ndar
 def _pool(s: KernelState, latest: int, stats: np.ndarray, level: np.ndarray) -> float:
     """The mean of the latest segment and of ``stats`` (windows, sum, sum of squares per
     feature) together, into ``level``; returns their windows."""
-    sums, ref = s.cand_sums[latest], s.cand_ref[latest]
+    pooled = stats.copy()
+    _absolute(s.cand_sums[latest], s.cand_ref[latest], pooled, 1.0)
     for j in range(level.shape[0]):
-        n = stats[j, 0] + sums[j, 0]
-        if n > 0.0:
-            level[j] = (stats[j, 1] + sums[j, 3] + sums[j, 0] * ref[j]) / n
-    return stats[0, 0] + sums[0, 0]
+        if pooled[j, 0] > 0.0:
+            level[j] = pooled[j, 1] / pooled[j, 0]
+    return pooled[0, 0]
 
 
 @njit(cache=True, nogil=True, inline="always")
