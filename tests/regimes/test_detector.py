@@ -10,7 +10,7 @@ import pytest
 from river import checks as river_checks
 from river import compose
 
-from regimetune.models import InputError, WindowFrame
+from regimetune.models import SERIES_STEP_S, InputError, WindowFrame
 from regimetune.regimes import FORMAT_VERSION, DetectorParams, OnlineRegimeDetector, ari, detect_series
 from regimetune.regimes.checks import CHECKS, check_detector, labelled_series
 from regimetune.regimes.synthetic import stationary_frame
@@ -120,7 +120,7 @@ def test_what_leads_to_a_new_level_is_a_ramp_only_if_it_is_on_the_way(between: f
     # way down joins the new level; a burst up is the old regime's, and the new one starts after it
     x = np.r_[np.zeros(200), np.full(40, between), np.full(300, -1.0)]
     x = x + np.random.default_rng(8).normal(0, 0.05, len(x))
-    h = detect_series(x)
+    h = detect_series(x, step_s=10.0)
     assert [(c.from_id, c.at_window) for c in h.changes] == [(None, 0), (0, starts_at)]
 
 
@@ -159,11 +159,14 @@ def test_durations_are_seconds_not_windows() -> None:
 
 def test_series_rows_are_windows_and_changes_are_row_indices() -> None:
     x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
-    h = detect_series(x)
+    h = detect_series(x, step_s=10.0)
     assert [(c.from_id, c.to_id, c.at_window) for c in h.changes] == [(None, 0, 0), (0, 1, 100)]
     # one row = one window of step_s: a coarser step needs fewer rows to make a regime
     assert detect_series(x[:125], step_s=60.0).changes[-1].at_window == pytest.approx(100, abs=1)
-    assert len(detect_series(x[:125]).changes) == 1  # 25 rows of 10 s < min_regime_s (90 rows)
+    assert len(detect_series(x[:125], step_s=10.0).changes) == 1  # 25 rows of 10 s < min_regime_s (90 rows)
+    # by default a row is SERIES_STEP_S (50 s): 25 rows hold 1250 s, more than min_regime_s
+    assert DetectorParams().min_regime_s < SERIES_STEP_S * 25
+    assert detect_series(x[:125]).changes[-1].at_window == pytest.approx(100, abs=1)
 
 
 def test_a_saved_state_continues_exactly(tmp_path: Path) -> None:

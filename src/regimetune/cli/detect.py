@@ -27,6 +27,7 @@ from regimetune.cli.traces import (
 )
 from regimetune.models import (
     DEFAULT_WINDOW_S,
+    SERIES_STEP_S,
     ConfigError,
     EventBatch,
     RegimeChange,
@@ -132,11 +133,14 @@ def detect_cmd(
         ),
     ],
     window: Annotated[
-        float,
+        float | None,
         typer.Option(
-            "--window", help="Window length in seconds (with --series: the seconds one row stands for)."
+            "--window",
+            help=f"Window length in seconds (default {DEFAULT_WINDOW_S:g}); with --series the seconds one "
+            f"row stands for (default {SERIES_STEP_S:g}: give a metric's scrape interval to keep the "
+            "detector's durations in seconds).",
         ),
-    ] = DEFAULT_WINDOW_S,
+    ] = None,
     series: Annotated[
         bool,
         typer.Option(
@@ -185,6 +189,8 @@ def detect_cmd(
     from regimetune.regimes.plot import plot_regimes
 
     with fail_cleanly():
+        if window is None:
+            window = SERIES_STEP_S if series else DEFAULT_WINDOW_S
         if not window > 0:
             raise ConfigError(f"--window must be positive, got {window}")
         if paper and param:

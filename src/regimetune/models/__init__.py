@@ -27,13 +27,20 @@ from regimetune.models.rescale import (
     RescalePlan,
 )
 from regimetune.models.tuning import Decision, Evaluation, Objective, PushOutcome, RunStatus, TuningRun
-from regimetune.models.windows import DEFAULT_WINDOW_S, SCALAR_COLUMNS, WindowFrame, WindowStats
+from regimetune.models.windows import (
+    DEFAULT_WINDOW_S,
+    SCALAR_COLUMNS,
+    SERIES_STEP_S,
+    WindowFrame,
+    WindowStats,
+)
 
 __all__ = [
     "NO_BUCKET",
     "NO_LABEL",
     "PRESETS",
     "SCALAR_COLUMNS",
+    "SERIES_STEP_S",
     "BackendError",
     "BoundsError",
     "Bucket",

@@ -13,6 +13,14 @@ from regimetune.models.errors import InputError
 DEFAULT_WINDOW_S = 10.0
 """The window length (s) of every command and of the service unless told otherwise."""
 
+SERIES_STEP_S = 50.0
+"""Seconds one row of a series (``detect --series``) stands for when nothing says otherwise (a
+row index, or yearly, monthly or daily dates: no storage time scale), so the detector's
+durations count rows: ``min_regime_s`` 900 s = 18 rows, ``regime_s`` 1800 s = 36. Chosen by
+``bench/series_step.py`` on ruptures' piecewise-constant series (white, AR(1) and drifting
+noise): the step with the best TCPD F1 + cover among 10-90 s. TCPD's series were not run with
+it before it was fixed."""
+
 
 @dataclass(frozen=True, slots=True)
 class WindowStats:
@@ -179,4 +187,11 @@ _COLUMN_DTYPES: dict[str, type[np.generic]] = {
 COLUMN_DTYPES: dict[str, type[np.generic]] = _COLUMN_DTYPES
 """The numpy dtype of each scalar column of a :class:`WindowFrame` (for readers and writers)."""
 
-__all__ = ["COLUMN_DTYPES", "DEFAULT_WINDOW_S", "SCALAR_COLUMNS", "WindowFrame", "WindowStats"]
+__all__ = [
+    "COLUMN_DTYPES",
+    "DEFAULT_WINDOW_S",
+    "SCALAR_COLUMNS",
+    "SERIES_STEP_S",
+    "WindowFrame",
+    "WindowStats",
+]

@@ -38,7 +38,15 @@ from typing import Any
 import numpy as np
 from river import base
 
-from regimetune.models import InputError, Regime, RegimeChange, RegimeSegment, WindowFrame, WindowStats
+from regimetune.models import (
+    SERIES_STEP_S,
+    InputError,
+    Regime,
+    RegimeChange,
+    RegimeSegment,
+    WindowFrame,
+    WindowStats,
+)
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
 from regimetune.regimes.features import FeatureExtractor
@@ -246,7 +254,7 @@ class OnlineRegimeDetector(base.Clusterer):
         self, values: np.ndarray, *, names: tuple[str, ...] | None = None, step_s: float | None = None
     ) -> RegimeHistory:
         """Replay the rows of a series (``(n,)`` or ``(n, d)``), one row a window of
-        ``step_s`` seconds (default: ``window_s``, else 10 s)."""
+        ``step_s`` seconds (default: ``window_s``, else :data:`SERIES_STEP_S`)."""
         x = np.asarray(values, dtype=np.float64)
         if x.ndim == 1:
             x = x[:, None]
@@ -339,11 +347,6 @@ class OnlineRegimeDetector(base.Clusterer):
         return cls.from_state(state)
 
 
-#: Seconds one row of a series stands for when nothing says otherwise: the service's
-#: default window length, so the detector's durations mean the same number of steps.
-SERIES_STEP_S = 10.0
-
-
 def detect_series(
     values: np.ndarray,
     *,
@@ -353,7 +356,8 @@ def detect_series(
 ) -> RegimeHistory:
     """Regimes of a numeric series (rows are steps, columns features): each row is one
     window of ``step_s`` seconds, so the detector's durations count rows (``min_regime_s``
-    900 s = 90 rows at the default 10 s).
+    900 s = 18 rows at the default 50 s; pass a metric's scrape interval as ``step_s`` to
+    keep the service's durations).
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]

@@ -1,0 +1,104 @@
+"""How many seconds one row of a generic series stands for: the choice of ``SERIES_STEP_S``.
+
+A series (``detect --series``, :func:`regimetune.regimes.detect_series`) has no window
+length of its own when its time column holds a row index or yearly, monthly or daily dates;
+the detector's durations (``min_regime_s`` 900 s, ``regime_s`` 1800 s, ...) then count rows
+through the seconds a row is read as. This script chooses that scale on labelled series
+that are neither TCPD's (which score, never tune) nor our trace generator's: ruptures'
+piecewise-constant signals (``ruptures.pw_constant``), 100-800 rows, 1-3 columns, 1-5
+changes, level shifts of 1-10 in Gaussian noise of sd 0.5-3 around a level of 20, in three
+kinds of noise real metrics have:
+
+* ``const``: white noise;
+* ``ar``: AR(1) noise (phi 0.5): a metric that remembers its last value;
+* ``drift``: white noise plus a slow linear drift of up to a few noise sds over the series.
+
+Every candidate step and ruptures PELT (the TCPD bench's setting: l2 on the z-scored series,
+``3 d log n``) are scored with TCPD's F1 (margin 5) and cover, one annotator.
+
+    nice .venv/bin/python bench/series_step.py                        # 150 series
+    nice .venv/bin/python bench/series_step.py --series 30 --steps 10 60
+
+The last line printed is one JSON object: per method, the mean F1 and cover, overall and
+per kind of noise, and the chosen step (largest F1 + cover).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ruptures as rpt
+
+from regimetune.regimes import detect_series
+from regimetune.regimes.metrics import tcpd_cover, tcpd_f1
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tcpd import pelt, standardise
+
+KINDS = ("const", "ar", "drift")
+
+
+def labelled_series(seed: int) -> tuple[np.ndarray, list[int], str]:
+    """One piecewise-constant series, its change rows and its kind of noise."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(100, 800))
+    d = int(rng.choice([1, 1, 2, 3]))
+    k = int(rng.integers(1, 6))
+    kind = KINDS[seed % len(KINDS)]
+    sd = float(rng.choice([0.5, 1.0, 2.0, 3.0]))
+    signal, bkps = rpt.pw_constant(n, d, k, noise_std=None, seed=int(rng.integers(0, 2**31)))
+    noise = rng.normal(0.0, sd, (n, d))
+    if kind == "ar":
+        for i in range(1, n):
+            noise[i] += 0.5 * noise[i - 1]
+    x = signal.reshape(n, d) + noise + 20.0
+    if kind == "drift":
+        x += np.outer(np.arange(n), rng.normal(0.0, 2 * sd / n, d))
+    return x, [int(b) for b in bkps if b < n], kind
+
+
+def _ours(step_s: float) -> Any:
+    def run(x: np.ndarray) -> list[int]:
+        h = detect_series(x, step_s=step_s)
+        return sorted({c.at_window for c in h.changes if c.from_id is not None})
+
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--series", type=int, default=150)
+    ap.add_argument("--steps", type=float, nargs="+", default=[10.0, 30.0, 40.0, 50.0, 60.0, 75.0, 90.0])
+    a = ap.parse_args()
+    methods = {"pelt": lambda x: pelt(standardise(x))} | {f"ours@{s:g}s": _ours(s) for s in a.steps}
+    scores: dict[str, dict[str, list[tuple[float, float]]]] = {m: {k: [] for k in KINDS} for m in methods}
+    for seed in range(a.series):
+        x, truth, kind = labelled_series(seed)
+        for name, fn in methods.items():
+            cps = fn(x)
+            ann = {"truth": truth}
+            scores[name][kind].append((tcpd_f1(ann, cps, len(x)), tcpd_cover(ann, cps, len(x))))
+    out: dict[str, Any] = {"series": a.series, "methods": {}}
+    for name, per in scores.items():
+        every = [v for k in KINDS for v in per[k]]
+        row = {"f1": float(np.mean([f for f, _ in every])), "cover": float(np.mean([c for _, c in every]))}
+        row |= {
+            k: [float(np.mean([f for f, _ in per[k]])), float(np.mean([c for _, c in per[k]]))] for k in KINDS
+        }
+        out["methods"][name] = row
+        kinds = "  ".join(f"{k} {row[k][0]:.2f}/{row[k][1]:.2f}" for k in KINDS)
+        print(f"{name:12} F1 {row['f1']:.3f} cover {row['cover']:.3f}   {kinds}", flush=True)
+    ours = {m: r for m, r in out["methods"].items() if m.startswith("ours@")}
+    best = max(ours, key=lambda m: ours[m]["f1"] + ours[m]["cover"])
+    out["chosen_step_s"] = float(best.removeprefix("ours@").removesuffix("s"))
+    print(f"chosen: {best}")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
