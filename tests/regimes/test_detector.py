@@ -150,6 +150,28 @@ def test_an_edge_window_is_rated_by_the_time_it_covers() -> None:
     assert h.labels[0] == h.labels[-1] == 0
 
 
+def test_online_a_partial_first_window_does_not_set_the_window_length() -> None:
+    # 10-s windows, the first covering 3 s: update() must judge durations in 10-s windows,
+    # as a replay does (90 windows a regime, not 300), and so confirm the same changes
+    base = steps((0, 300), (2, 400), seed=7)
+    cols = {k: v.copy() for k, v in base.columns.items()}
+    cols["length"] = np.full(len(base), 10.0)
+    cols["length"][0] = 3.0
+    cols["start"] = np.r_[0.0, 3.0 + 10.0 * np.arange(len(base) - 1)]
+    for name in ("reads", "writes"):
+        cols[name] = cols[name] * 10
+        cols[name][0] = cols[name][0] * 3 // 10
+    frame = WindowFrame(columns=cols, bucket_load=base.bucket_load, bucket_bytes=base.bucket_bytes)
+    batch = OnlineRegimeDetector().detect(frame)
+    online = OnlineRegimeDetector()
+    changes = [c for c in (online.update(w) for w in frame.records()) if c is not None]
+    assert online.window_s_ == 10.0
+    assert [(c.to_id, c.at_window, c.confirmed_window) for c in changes] == [
+        (c.to_id, c.at_window, c.confirmed_window) for c in batch.changes
+    ]
+    assert [c.at_window for c in changes] == [0, 300]
+
+
 def test_durations_are_seconds_not_windows() -> None:
     p = DetectorParams()
     k10, k60 = p.kernel(window_s=10.0, n_features=6), p.kernel(window_s=60.0, n_features=6)
@@ -193,19 +215,23 @@ def test_states_of_the_old_format_fail_with_what_to_do(tmp_path: Path) -> None:
         OnlineRegimeDetector.load(tmp_path / "bad.json")
 
 
-def test_states_of_format_3_load_and_go_on() -> None:
-    # format 3 had no window held back and no run of segments: it loads with neither
+@pytest.mark.parametrize(
+    ("version", "added"),
+    [
+        (3, ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats", "founded_on")),
+        (4, ("founded_on",)),
+    ],
+)
+def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str, ...]) -> None:
+    # format 3 had no window held back and no run of segments, format 4 no record of the
+    # segment a regime was founded on: they load without them
     frame = steps((0, 300), (2, 400), seed=7)
     det = OnlineRegimeDetector(window_s=10.0)
     det.detect(frame.slice(0, 350))
     state = det.to_state()
-    v3 = {**state, "format_version": 3}
-    v3["kernel"] = {
-        k: v
-        for k, v in state["kernel"].items()
-        if k not in ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats")
-    }
-    old = OnlineRegimeDetector.from_state(v3)
+    v_old = {**state, "format_version": version}
+    v_old["kernel"] = {k: v for k, v in state["kernel"].items() if k not in added}
+    old = OnlineRegimeDetector.from_state(v_old)
     assert old.current == det.current and old.n_seen == 350 - int(state["kernel"]["pending"][0])
     assert [r.id for r in old.regimes] == [r.id for r in det.regimes]
     h = old.detect(frame.slice(350, 700))

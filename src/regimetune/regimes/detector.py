@@ -54,11 +54,14 @@ from regimetune.regimes.params import DetectorParams
 
 #: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
 #: line-test kernel's (before the change test was a penalised likelihood); they cannot be
-#: converted and are refused with a message that says what to do. Format 3 had no window
-#: held back (the dip test) and no run of segments at one level: it loads with neither.
-FORMAT_VERSION = 4
-#: Kernel state added since format 3, which loads with their initial values.
-_SINCE_FORMAT_3 = ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats")
+#: converted and are refused with a message that says what to do. Later formats load, with
+#: the kernel state added since their version at its initial value (:data:`_ADDED_IN`).
+FORMAT_VERSION = 5
+#: Kernel state and the format that added it: format 4 the window held back (the dip test)
+#: and the run of segments at one level, format 5 the segment a new regime was founded on.
+_ADDED_IN = dict.fromkeys(("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats"), 4) | {
+    "founded_on": 5
+}
 _D = DetectorParams()
 
 
@@ -143,6 +146,14 @@ class OnlineRegimeDetector(base.Clusterer):
         self._kp = p.kernel(window_s=self.window_s_, n_features=len(self.feature_names_))
         self._state = _segmenter.new_state(len(self.feature_names_), self._kp)
 
+    def _refix_window(self, window_s: float) -> None:
+        """The first window covered part of a window length (a trace rarely starts on a
+        window's edge): take the second's, as a replay takes the median."""
+        self.window_s_ = float(window_s)
+        self._kp = self.params.kernel(window_s=self.window_s_, n_features=len(self.feature_names_))
+        if self._fx is not None:
+            self._fx.lag = self.params.growth_lag(self.window_s_)
+
     def _ensure(self, *, window_s: float, names: tuple[str, ...] | None) -> None:
         if not self._started():
             self._start(window_s=window_s, names=names)
@@ -222,6 +233,8 @@ class OnlineRegimeDetector(base.Clusterer):
         a transition and the level it led to are confirmed at once)."""
         self._ensure(window_s=window.length, names=None)
         assert self._fx is not None
+        if self.n_seen == 1 and self.params.window_s is None and window.length > self.window_s_:
+            self._refix_window(window.length)
         x, v = self._fx.transform_row_with_variance(window)
         t = self.n_seen
         _, _, changes = self._run(x[None, :], v[None, :])
@@ -301,7 +314,7 @@ class OnlineRegimeDetector(base.Clusterer):
                 f"0.1 and cannot be converted to format {FORMAT_VERSION}: re-run `regimetune detect "
                 "TRACE --state FILE` on the trace (or start the service without it) to learn a new one"
             )
-        if version not in (3, FORMAT_VERSION):
+        if not isinstance(version, int) or version not in range(3, FORMAT_VERSION + 1):
             raise InputError(
                 f"detector state format {version!r} is not supported (this version reads {FORMAT_VERSION})"
             )
@@ -317,7 +330,7 @@ class OnlineRegimeDetector(base.Clusterer):
             fresh = det._state._asdict()
             loaded = {}
             for name, arr in fresh.items():
-                if version == 3 and name in _SINCE_FORMAT_3:
+                if _ADDED_IN.get(name, 0) > version:
                     loaded[name] = arr
                     continue
                 a = np.asarray(state["kernel"][name], dtype=arr.dtype)

@@ -68,7 +68,8 @@ class DetectorParams:
         Most regimes kept; past it a new level joins the nearest steady regime.
     ``window_s``
         Nominal window length (s); ``None`` takes it from the windows (the median length of
-        a replayed frame, the first window's length online).
+        a replayed frame; online, the longer of the first two windows', since a trace's
+        first window often covers part of one).
     ``features``
         Window features (names of :data:`~regimetune.regimes.features.FEATURES`) of trace
         windows; series and ``learn_one`` use their own columns.
