@@ -550,10 +550,12 @@ def _judge_new_segment(
     was a burst), or an excursion opens (or goes on). Only a level that holds decides a
     regime (:func:`_settle`), whether it is a known one or new."""
     start = s.cand_start[c]
-    ended = np.zeros_like(s.exc_first)  # the segment that ends here: the last committed less this one
     first = _slot_of(s, s.boundary[0])
-    _absolute(s.cand_sums[first], s.cand_ref[first], ended, 1.0)
-    _absolute(s.cand_sums[c], s.cand_ref[c], ended, -1.0)
+    # the segment that ends here: the last committed less this one, as a line and as a level
+    head = s.cand_sums[first].copy()
+    _less_tail(head, s.cand_ref[first], s.cand_sums[c], s.cand_ref[c], float(start - s.boundary[0]))
+    ended = np.zeros_like(s.exc_first)
+    _absolute(head, s.cand_ref[first], ended)
     if s.excursion[0] >= 0 and s.boundary[0] == s.excursion[0]:
         s.exc_first[:, :] = ended  # the excursion's first segment: _settle compares levels with it
     cur = s.current[0]
@@ -562,11 +564,9 @@ def _judge_new_segment(
         and s.reg_kind[cur] == STEADY
         and s.founded_on[0] == s.boundary[0]
         and start - s.boundary[0] > p.min_regime
+        and _moves(s, p, head, noise)
     ):
-        head = s.cand_sums[first].copy()
-        _less_tail(head, s.cand_ref[first], s.cand_sums[c], s.cand_ref[c], float(start - s.boundary[0]))
-        if _moves(s, p, head, noise):
-            s.reg_kind[cur] = TRANSITION  # the level it was founded on was a slow drift
+        s.reg_kind[cur] = TRANSITION  # the level it was founded on was a slow drift
     _extend_run(s, p, ended, noise)
     _commit(s, start)
     c = _slot_of(s, start)
@@ -599,15 +599,13 @@ def _less_tail(sums: np.ndarray, ref: np.ndarray, tail: np.ndarray, tail_ref: np
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _absolute(sums: np.ndarray, ref: np.ndarray, out: np.ndarray, sign: float) -> None:
-    """Add ``sign`` x a segment's windows, sum and sum of squares per feature (uncentred)
-    to ``out``, so the stats of a segment's leading part are those of the whole less its
-    tail."""
+def _absolute(sums: np.ndarray, ref: np.ndarray, out: np.ndarray) -> None:
+    """Add a segment's windows, sum and sum of squares per feature (uncentred) to ``out``."""
     for j in range(out.shape[0]):
         n, sy, syy = sums[j, 0], sums[j, 3], sums[j, 5]
-        out[j, 0] += sign * n
-        out[j, 1] += sign * (sy + n * ref[j])
-        out[j, 2] += sign * (syy + 2.0 * ref[j] * sy + n * ref[j] * ref[j])
+        out[j, 0] += n
+        out[j, 1] += sy + n * ref[j]
+        out[j, 2] += syy + 2.0 * ref[j] * sy + n * ref[j] * ref[j]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -725,7 +723,7 @@ def _pool(s: KernelState, latest: int, stats: np.ndarray, level: np.ndarray) -> 
     """The mean of the latest segment and of ``stats`` (windows, sum, sum of squares per
     feature) together, into ``level``; returns their windows."""
     pooled = stats.copy()
-    _absolute(s.cand_sums[latest], s.cand_ref[latest], pooled, 1.0)
+    _absolute(s.cand_sums[latest], s.cand_ref[latest], pooled)
     for j in range(level.shape[0]):
         if pooled[j, 0] > 0.0:
             level[j] = pooled[j, 1] / pooled[j, 0]
