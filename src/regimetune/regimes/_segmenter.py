@@ -81,9 +81,7 @@ class KernelState(NamedTuple):
     t: np.ndarray  # (1,) windows learnt (one fewer than received while one is held back)
     current: np.ndarray  # (1,) regime in force (-1 before the first)
     current_since: np.ndarray  # (1,) first window of the segment that founded or entered it
-    founded_on: (
-        np.ndarray
-    )  # (1,) first window of the level segment a new steady regime was founded on (-1: none)
+    founded_on: np.ndarray  # (1,) first window of the segment a regime was founded on after a decline
     n_regimes: np.ndarray  # (1,)
     boundary: np.ndarray  # (1,) first window of the last committed segment
     excursion: np.ndarray  # (1,) first window of an unresolved excursion (-1: none)
