@@ -28,10 +28,6 @@ held the same level: the change test may cut a level in two), and becomes a *tra
 (a decline: it differs from a plateau in slope, not level) once it has lasted
 ``min_regime`` windows without settling. What led to a new level in fewer windows is a
 ramp that joins it if it lies between the two levels, else a burst of the regime it left.
-A regime founded at the end of a transition on a level that then drifts on (too slowly to
-show over ``min_regime`` windows) was the transition's tail: when the change test ends the
-segment it was founded on, longer than ``min_regime``, and that segment's line moved, it
-becomes a transition, and the level after it founds or finds a regime of its own.
 Transition regimes are never returned to. A change back to the regime just left passes
 exactly the same tests as any other.
 
@@ -81,7 +77,6 @@ class KernelState(NamedTuple):
     t: np.ndarray  # (1,) windows learnt (one fewer than received while one is held back)
     current: np.ndarray  # (1,) regime in force (-1 before the first)
     current_since: np.ndarray  # (1,) first window of the segment that founded or entered it
-    founded_on: np.ndarray  # (1,) first window of the segment a regime was founded on after a decline
     n_regimes: np.ndarray  # (1,)
     boundary: np.ndarray  # (1,) first window of the last committed segment
     excursion: np.ndarray  # (1,) first window of an unresolved excursion (-1: none)
@@ -141,7 +136,6 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         t=one(0),
         current=one(-1),
         current_since=one(0),
-        founded_on=one(-1),
         n_regimes=one(0),
         boundary=one(0),
         excursion=one(0),  # the first regime is founded like any other
@@ -548,26 +542,16 @@ def _judge_new_segment(
     was a burst), or an excursion opens (or goes on). Only a level that holds decides a
     regime (:func:`_settle`), whether it is a known one or new."""
     start = s.cand_start[c]
+    ended = np.zeros_like(s.exc_first)  # the segment that ends here: the last committed less this one
     first = _slot_of(s, s.boundary[0])
-    # the segment that ends here: the last committed less this one, as a line and as a level
-    head = s.cand_sums[first].copy()
-    _less_tail(head, s.cand_ref[first], s.cand_sums[c], s.cand_ref[c], float(start - s.boundary[0]))
-    ended = np.zeros_like(s.exc_first)
-    _absolute(head, s.cand_ref[first], ended)
+    _absolute(s.cand_sums[first], s.cand_ref[first], ended, 1.0)
+    _absolute(s.cand_sums[c], s.cand_ref[c], ended, -1.0)
     if s.excursion[0] >= 0 and s.boundary[0] == s.excursion[0]:
         s.exc_first[:, :] = ended  # the excursion's first segment: _settle compares levels with it
-    cur = s.current[0]
-    if (
-        cur >= 0
-        and s.reg_kind[cur] == STEADY
-        and s.founded_on[0] == s.boundary[0]
-        and start - s.boundary[0] > p.min_regime
-        and _moves(s, p, head, noise)
-    ):
-        s.reg_kind[cur] = TRANSITION  # the level it was founded on was a slow drift
     _extend_run(s, p, ended, noise)
     _commit(s, start)
     c = _slot_of(s, start)
+    cur = s.current[0]
     if (
         cur >= 0
         and s.reg_kind[cur] == STEADY
@@ -579,31 +563,15 @@ def _judge_new_segment(
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _less_tail(sums: np.ndarray, ref: np.ndarray, tail: np.ndarray, tail_ref: np.ndarray, k: float) -> None:
-    """Take from a segment's sums (``sums``, centred on ``ref``) those of its tail, which
-    starts ``k`` windows later (``tail``, centred on ``tail_ref``), leaving its head's."""
-    for j in range(sums.shape[0]):
-        n, su, suu, sy, suy, syy, sv = tail[j]
-        if n == 0.0:
-            continue
-        dy = tail_ref[j] - ref[j]
-        sums[j, 0] -= n
-        sums[j, 1] -= su + k * n
-        sums[j, 2] -= suu + 2.0 * k * su + k * k * n
-        sums[j, 3] -= sy + dy * n
-        sums[j, 4] -= suy + dy * su + k * sy + k * dy * n
-        sums[j, 5] -= syy + 2.0 * dy * sy + dy * dy * n
-        sums[j, 6] -= sv
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _absolute(sums: np.ndarray, ref: np.ndarray, out: np.ndarray) -> None:
-    """Add a segment's windows, sum and sum of squares per feature (uncentred) to ``out``."""
+def _absolute(sums: np.ndarray, ref: np.ndarray, out: np.ndarray, sign: float) -> None:
+    """Add ``sign`` x a segment's windows, sum and sum of squares per feature (uncentred)
+    to ``out``, so the stats of a segment's leading part are those of the whole less its
+    tail."""
     for j in range(out.shape[0]):
         n, sy, syy = sums[j, 0], sums[j, 3], sums[j, 5]
-        out[j, 0] += n
-        out[j, 1] += sy + n * ref[j]
-        out[j, 2] += syy + 2.0 * ref[j] * sy + n * ref[j] * ref[j]
+        out[j, 0] += sign * n
+        out[j, 1] += sign * (sy + n * ref[j])
+        out[j, 2] += sign * (syy + 2.0 * ref[j] * sy + n * ref[j] * ref[j])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -721,7 +689,7 @@ def _pool(s: KernelState, latest: int, stats: np.ndarray, level: np.ndarray) -> 
     """The mean of the latest segment and of ``stats`` (windows, sum, sum of squares per
     feature) together, into ``level``; returns their windows."""
     pooled = stats.copy()
-    _absolute(s.cand_sums[latest], s.cand_ref[latest], pooled)
+    _absolute(s.cand_sums[latest], s.cand_ref[latest], pooled, 1.0)
     for j in range(level.shape[0]):
         if pooled[j, 0] > 0.0:
             level[j] = pooled[j, 1] / pooled[j, 0]
@@ -764,14 +732,9 @@ def _on_level(
         s.reg_kind[cur] = STEADY  # the "transition" was this level from its start
         s.reg_level[cur, :] = level
         s.reg_n[cur] = n
-        s.founded_on[0] = s.boundary[0]
-    elif r >= 0:
-        _switch(s, log, r, at)
-        s.founded_on[0] = -1
     else:
-        after_decline = s.current[0] >= 0 and s.reg_kind[s.current[0]] == TRANSITION
-        _switch(s, log, _found(s, p, STEADY, level, n, noise), at)
-        s.founded_on[0] = s.boundary[0] if after_decline else -1
+        r = r if r >= 0 else _found(s, p, STEADY, level, n, noise)
+        _switch(s, log, r, at)
     s.excursion[0] = -1
 
 
