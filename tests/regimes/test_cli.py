@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from regimetune.cli.main import app
 from regimetune.collectors import GeneratorConfig, generate, write_events
+from regimetune.models import SERIES_STEP_S
 from regimetune.regimes import FORMAT_VERSION
 
 runner = CliRunner()
@@ -105,6 +106,19 @@ def test_series_steps_follow_window_not_the_time_column(yearly: Path) -> None:
     # 180 s per row: a regime needs 5 rows instead of 30, so the yearly series shows more of them
     assert len(b["changes"]) > len(a["changes"])
     assert all(isinstance(c["at_window"], int) for c in b["changes"])
+
+
+def test_a_series_row_stands_for_series_step_s_unless_told(yearly: Path) -> None:
+    # a yearly series has no storage time scale: by default a row is SERIES_STEP_S (50 s),
+    # so a regime holds 18 rows and the 105 years show changes; 10-s rows (the trace
+    # default) would need 90 years a regime
+    out = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json"]).output)
+    assert out["window_s"] == SERIES_STEP_S
+    assert len(out["changes"]) > 1
+    ten = json.loads(
+        runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "10"]).output
+    )
+    assert len(ten["changes"]) <= 1  # at most the first regime's start
 
 
 def test_a_series_with_a_bad_cell_names_its_line(tmp_path: Path) -> None:
