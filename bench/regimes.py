@@ -210,9 +210,7 @@ def main() -> None:
     for name, per in out["generated"].items():
         for key, v in per.items():
             print(f"generated {name:7} {key:22} {v}", flush=True)
-    out["tcpd"] = {
-        name: {"f1": r["f1"], "cover": r["cover"]} for name, r in run_tcpd().items() if r is not None
-    }
+    out["tcpd"] = {name: {"f1": r["f1"], "cover": r["cover"]} for name, r in run_tcpd().items()}
     for name, v in out["tcpd"].items():
         print(f"tcpd {name:15} F1 {v['f1']:.3f} cover {v['cover']:.3f}", flush=True)
     out["cloudphysics"] = cloudphysics()

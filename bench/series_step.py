@@ -26,6 +26,7 @@ per kind of noise, and the chosen step (largest F1 + cover).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -34,11 +35,10 @@ from typing import Any
 import numpy as np
 import ruptures as rpt
 
-from regimetune.regimes import detect_series
 from regimetune.regimes.metrics import tcpd_cover, tcpd_f1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tcpd import pelt, standardise
+from tcpd import ours, pelt, standardise
 
 KINDS = ("const", "ar", "drift")
 
@@ -62,20 +62,14 @@ def labelled_series(seed: int) -> tuple[np.ndarray, list[int], str]:
     return x, [int(b) for b in bkps if b < n], kind
 
 
-def _ours(step_s: float) -> Any:
-    def run(x: np.ndarray) -> list[int]:
-        h = detect_series(x, step_s=step_s)
-        return sorted({c.at_window for c in h.changes if c.from_id is not None})
-
-    return run
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--series", type=int, default=150)
     ap.add_argument("--steps", type=float, nargs="+", default=[10.0, 30.0, 40.0, 50.0, 60.0, 75.0, 90.0])
     a = ap.parse_args()
-    methods = {"pelt": lambda x: pelt(standardise(x))} | {f"ours@{s:g}s": _ours(s) for s in a.steps}
+    methods = {"pelt": lambda x: pelt(standardise(x))} | {
+        f"ours@{s:g}s": functools.partial(ours, step_s=s) for s in a.steps
+    }
     scores: dict[str, dict[str, list[tuple[float, float]]]] = {m: {k: [] for k in KINDS} for m in methods}
     for seed in range(a.series):
         x, truth, kind = labelled_series(seed)
@@ -93,8 +87,8 @@ def main() -> None:
         out["methods"][name] = row
         kinds = "  ".join(f"{k} {row[k][0]:.2f}/{row[k][1]:.2f}" for k in KINDS)
         print(f"{name:12} F1 {row['f1']:.3f} cover {row['cover']:.3f}   {kinds}", flush=True)
-    ours = {m: r for m, r in out["methods"].items() if m.startswith("ours@")}
-    best = max(ours, key=lambda m: ours[m]["f1"] + ours[m]["cover"])
+    steps = {m: r for m, r in out["methods"].items() if m.startswith("ours@")}
+    best = max(steps, key=lambda m: steps[m]["f1"] + steps[m]["cover"])
     out["chosen_step_s"] = float(best.removeprefix("ours@").removesuffix("s"))
     print(f"chosen: {best}")
     print(json.dumps(out))

@@ -22,7 +22,8 @@ tuning). Methods:
 * ``bocpd``: :func:`bocpd` below (Adams & MacKay 2007), Normal-Gamma model per column
   (columns independent) on the standardised series, constant hazard ``1 / 100`` (TCPD's
   default lambda), a change point where the MAP run length drops;
-* ``ours``: ``regimetune.regimes.detect_series`` on the raw values, if it exists.
+* ``ours``: ``regimetune.regimes.detect_series`` on the raw values, a row read as
+  ``SERIES_STEP_S`` seconds (its default).
 
 Calibration against the issue's figures (mean F1 / cover on the seven series), which this
 setting reproduces: zero 0.483 / 0.384 (exact), BinSeg 0.637 / 0.637 (exact), ADWIN
@@ -56,6 +57,8 @@ import ruptures as rpt
 from river import drift
 from scipy.special import gammaln
 
+from regimetune.models import SERIES_STEP_S
+from regimetune.regimes import detect_series
 from regimetune.regimes.metrics import tcpd_cover, tcpd_f1
 from regimetune.regimes.tcpd import TcpdSeries, load_all
 
@@ -162,18 +165,11 @@ def bocpd(x: np.ndarray, *, hazard_lambda: float = HAZARD_LAMBDA) -> list[int]:
     return sorted(c for c in changes if 0 < c < n)
 
 
-def _ours() -> Method | None:
-    """``detect_series`` from the regimes package, or None while it does not exist."""
-    try:
-        from regimetune.regimes import detect_series  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-
-    def run(raw: np.ndarray) -> list[int]:
-        h = detect_series(raw)
-        return sorted({c.at_window for c in h.changes if c.from_id is not None})
-
-    return run
+def ours(raw: np.ndarray, step_s: float = SERIES_STEP_S) -> list[int]:
+    """The change rows of :func:`regimetune.regimes.detect_series`, a row read as ``step_s``
+    seconds (the first regime's start is not a change)."""
+    h = detect_series(raw, step_s=step_s)
+    return sorted({c.at_window for c in h.changes if c.from_id is not None})
 
 
 #: Methods and whether they see the standardised series (True) or the raw values (False).
@@ -188,8 +184,9 @@ METHODS: dict[str, tuple[Method, bool]] = {
     "page_hinkley_z": (_river(drift.PageHinkley), True),
     "kswin_z": (_river(lambda: drift.KSWIN(seed=42)), True),
     "bocpd": (bocpd, True),
+    "ours": (ours, False),
 }
-ALL_METHODS: tuple[str, ...] = (*METHODS, "ours")
+ALL_METHODS: tuple[str, ...] = tuple(METHODS)
 
 
 def _score(series: TcpdSeries, rows: list[int]) -> dict[str, float]:
@@ -199,15 +196,9 @@ def _score(series: TcpdSeries, rows: list[int]) -> dict[str, float]:
     }
 
 
-def run_method(name: str, series: list[TcpdSeries]) -> dict[str, Any] | None:
-    """Scores of one method on each series and their means; None if it is unavailable."""
-    if name == "ours":
-        ours = _ours()
-        if ours is None:
-            return None
-        method, standardised = ours, False
-    else:
-        method, standardised = METHODS[name]
+def run_method(name: str, series: list[TcpdSeries]) -> dict[str, Any]:
+    """Scores of one method on each series and their means."""
+    method, standardised = METHODS[name]
     inputs = [standardise(s.values) if standardised else s.values for s in series]
     per: dict[str, dict[str, float]] = {}
     start = time.perf_counter()
@@ -223,8 +214,8 @@ def run_method(name: str, series: list[TcpdSeries]) -> dict[str, Any] | None:
 
 
 def run_tcpd(methods: Sequence[str] = ALL_METHODS) -> dict[str, Any]:
-    """Run ``methods`` on the seven series: ``{method: {series, f1, cover, seconds} | None}``
-    (None: the method is unavailable). Another bench script can import this."""
+    """Run ``methods`` on the seven series: ``{method: {series, f1, cover, seconds}}``.
+    Another bench script can import this."""
     unknown = set(methods) - set(ALL_METHODS)
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; known: {list(ALL_METHODS)}")
@@ -234,14 +225,11 @@ def run_tcpd(methods: Sequence[str] = ALL_METHODS) -> dict[str, Any]:
 
 def _table(results: dict[str, Any]) -> str:
     """A table of F1 / cover per series and the means, one row per method."""
-    names = [s for r in results.values() if r for s in r["series"]]
+    names = [s for r in results.values() for s in r["series"]]
     series = list(dict.fromkeys(names))
     head = f"{'method':<15}" + "".join(f"{s[:11]:>13}" for s in series) + f"{'mean':>13}"
     lines = [head, "-" * len(head)]
     for method, r in results.items():
-        if r is None:
-            lines.append(f"{method:<15}unavailable (no regimetune.regimes.detect_series)")
-            continue
         cells = [f"{v['f1']:.3f}/{v['cover']:.3f}" for v in r["series"].values()]
         mean = f"{r['f1']:.3f}/{r['cover']:.3f}"
         lines.append(f"{method:<15}" + "".join(f"{c:>13}" for c in cells) + f"{mean:>13}")

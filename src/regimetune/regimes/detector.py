@@ -132,21 +132,19 @@ class OnlineRegimeDetector(base.Clusterer):
     def _start(self, *, window_s: float, names: tuple[str, ...] | None) -> None:
         """Fix the window length and the columns on the first data; nothing is learnt before."""
         p = self.params
-        self.window_s_ = float(p.window_s or window_s)
         if names is None:  # trace windows
-            self._fx: FeatureExtractor | None = FeatureExtractor(
-                lag=p.growth_lag(self.window_s_), features=p.features
-            )
+            self._fx: FeatureExtractor | None = FeatureExtractor(features=p.features)
             self.feature_names_ = self._fx.names
         else:
             self._fx = None
             self.feature_names_ = names
-        self._kp = p.kernel(window_s=self.window_s_, n_features=len(self.feature_names_))
+        self._fix_window(p.window_s or window_s)
         self._state = _segmenter.new_state(len(self.feature_names_), self._kp)
 
-    def _refix_window(self, window_s: float) -> None:
-        """The first window covered part of a window length (a trace rarely starts on a
-        window's edge): take the second's, as a replay takes the median."""
+    def _fix_window(self, window_s: float) -> None:
+        """Set the window length and what depends on it: the kernel's durations in windows
+        and the feature extractor's growth lag (neither is state: both may change after
+        the first window, whose length may be partial)."""
         self.window_s_ = float(window_s)
         self._kp = self.params.kernel(window_s=self.window_s_, n_features=len(self.feature_names_))
         if self._fx is not None:
@@ -232,7 +230,7 @@ class OnlineRegimeDetector(base.Clusterer):
         self._ensure(window_s=window.length, names=None)
         assert self._fx is not None
         if self.n_seen == 1 and self.params.window_s is None and window.length > self.window_s_:
-            self._refix_window(window.length)
+            self._fix_window(window.length)  # the first window covered part of one: take the second's
         x, v = self._fx.transform_row_with_variance(window)
         t = self.n_seen
         _, _, changes = self._run(x[None, :], v[None, :])
