@@ -22,8 +22,9 @@ tuning). Methods:
 * ``bocpd``: :func:`bocpd` below (Adams & MacKay 2007), Normal-Gamma model per column
   (columns independent) on the standardised series, constant hazard ``1 / 100`` (TCPD's
   default lambda), a change point where the MAP run length drops;
-* ``ours``: ``regimetune.regimes.detect_series`` on the raw values, a row read as
-  ``SERIES_STEP_S`` seconds (its default).
+* ``ours``: ``regimetune.regimes.detect_series`` on the raw values with its defaults: a
+  row read as ``SERIES_STEP_S`` seconds, a column that never decreases (RunLog's distance)
+  read as its increase per row.
 
 Calibration against the issue's figures (mean F1 / cover on the seven series), which this
 setting reproduces: zero 0.483 / 0.384 (exact), BinSeg 0.637 / 0.637 (exact), ADWIN

@@ -4,6 +4,7 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -119,6 +120,21 @@ def test_a_series_row_stands_for_series_step_s_unless_told(yearly: Path) -> None
         runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "10"]).output
     )
     assert len(ten["changes"]) <= 1  # at most the first regime's start
+
+
+def test_series_reads_a_counter_column_as_its_increase_unless_told(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    speed = np.maximum(np.r_[np.full(60, 2.0), np.full(60, 5.0)] + rng.normal(0, 0.3, 120), 0.0)
+    path = tmp_path / "served.csv"
+    rows = [f"{i * 15},{v:.3f}" for i, v in enumerate(np.cumsum(speed))]
+    path.write_text("\n".join(["time,requests_total", *rows]) + "\n")
+    out = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json"]).output)
+    assert out["counters"] == ["requests_total"]
+    assert [c["at_window"] for c in out["changes"]][1:] == [pytest.approx(60, abs=2)]
+    raw = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json", "--raw-counters"]).output)
+    assert raw["counters"] == [] and len(raw["changes"]) == 1
+    res = runner.invoke(app, ["detect", str(path), "--raw-counters"])
+    assert res.exit_code == 2 and "--series only" in res.output
 
 
 def test_a_series_with_a_bad_cell_names_its_line(tmp_path: Path) -> None:

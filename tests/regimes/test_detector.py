@@ -191,6 +191,20 @@ def test_series_rows_are_windows_and_changes_are_row_indices() -> None:
     assert detect_series(x[:125]).changes[-1].at_window == pytest.approx(100, abs=1)
 
 
+def test_a_counter_column_is_read_as_its_increase_per_row() -> None:
+    # a run log: the pace (a level) and the distance run so far (a counter, all trend); the
+    # runner speeds up at row 100
+    rng = np.random.default_rng(3)
+    speed = np.maximum(np.r_[np.full(100, 2.0), np.full(100, 5.0)] + rng.normal(0, 0.3, 200), 0.0)
+    pace = np.r_[np.full(100, 8.0), np.full(100, 4.0)] + rng.normal(0, 0.3, 200)
+    for x in (np.cumsum(speed), np.c_[pace, np.cumsum(speed)]):
+        h = detect_series(x)
+        assert [(c.from_id, c.to_id) for c in h.changes] == [(None, 0), (0, 1)]
+        assert h.changes[-1].at_window == pytest.approx(100, abs=2)
+        # read as it is, a counter is a line that never levels off: one long transition
+        assert len(detect_series(x, counters=False).changes) == 1
+
+
 def test_a_saved_state_continues_exactly(tmp_path: Path) -> None:
     frame = steps((0, 300), (2, 400), seed=7)
     whole = OnlineRegimeDetector(window_s=10.0)

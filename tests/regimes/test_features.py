@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from regimetune.models import InputError, WindowStats
-from regimetune.regimes.features import FEATURES, UNITS, FeatureExtractor
+from regimetune.regimes.features import FEATURES, UNITS, FeatureExtractor, counter_columns, counter_rates
 from regimetune.regimes.synthetic import parsplice_like_frame
 
 
@@ -86,3 +86,17 @@ def test_state_round_trip_continues_identically() -> None:
     fx.transform(frame.slice(0, 50))
     clone = FeatureExtractor.from_state(fx.to_state())
     np.testing.assert_array_equal(fx.transform(frame.slice(50, 100)), clone.transform(frame.slice(50, 100)))
+
+
+def test_counters_are_columns_that_never_decrease_and_do_not_stay_flat() -> None:
+    rng = np.random.default_rng(1)
+    ramp = np.arange(50.0) + rng.normal(0, 2.0, 50)  # a noisy gauge that trends up, not a counter
+    total = np.cumsum(rng.poisson(3.0, 50)).astype(float)  # requests served; some rows add none
+    x = np.c_[ramp, total, np.full(50, 7.0), -np.cumsum(np.ones(50))]
+    assert counter_columns(x) == (1,)
+    assert counter_columns(x[:2]) == ()  # too short to tell
+    rates = counter_rates(x, [1])
+    np.testing.assert_array_equal(rates[1:, 1], np.diff(total))
+    assert rates[0, 1] == rates[1, 1]  # the first row has no predecessor: it takes the second's
+    np.testing.assert_array_equal(rates[:, [0, 2, 3]], x[:, [0, 2, 3]])
+    assert x[0, 1] == total[0]  # a copy: the input is left alone

@@ -149,6 +149,14 @@ def detect_cmd(
             "exported from Prometheus; each row is one window.",
         ),
     ] = False,
+    raw_counters: Annotated[
+        bool,
+        typer.Option(
+            "--raw-counters",
+            help="With --series: read a column that never decreases (a counter, e.g. requests served) as it "
+            "is, not as its increase per row.",
+        ),
+    ] = False,
     paper: Annotated[
         bool,
         typer.Option(
@@ -195,10 +203,20 @@ def detect_cmd(
             raise ConfigError(f"--window must be positive, got {window}")
         if paper and param:
             raise ConfigError("--param sets the online detector; --paper has only --k")
+        if raw_counters and not series:
+            raise ConfigError("--raw-counters applies to --series only")
         if series:
             if paper or plot is not None or report is not None:
                 raise ConfigError("--series detects with the online detector and prints or --json only")
-            _detect_series(trace, window=window, k=k, params=param, as_json=as_json, state=state)
+            _detect_series(
+                trace,
+                window=window,
+                k=k,
+                params=param,
+                as_json=as_json,
+                state=state,
+                counters=not raw_counters,
+            )
             return
         if paper and state is not None:
             raise ConfigError("--state saves the online detector; it does not apply to --paper")
@@ -294,14 +312,25 @@ def online_detector(window: float | None, k: int | None, params: list[str] | Non
 
 
 def _detect_series(
-    trace: Path, *, window: float, k: int | None, params: list[str] | None, as_json: bool, state: Path | None
+    trace: Path,
+    *,
+    window: float,
+    k: int | None,
+    params: list[str] | None,
+    as_json: bool,
+    state: Path | None,
+    counters: bool,
 ) -> None:
-    """``detect --series``: regimes of a CSV series, each row one window of ``window`` s."""
+    """``detect --series``: regimes of a CSV series, each row one window of ``window`` s; a
+    counter column (it never decreases) read as its increase per row unless ``counters`` is
+    false."""
     from regimetune.collectors.series import read_series
+    from regimetune.regimes import counter_columns, counter_rates
 
     s = read_series(trace)
     det = online_detector(window, k, params)
-    h = det.detect_array(s.values, names=s.names)
+    as_rates = counter_columns(s.values) if counters else ()
+    h = det.detect_array(counter_rates(s.values, as_rates), names=s.names)
     changes = [
         {
             "from_id": c.from_id,
@@ -333,6 +362,7 @@ def _detect_series(
             "mode": "online",
             "rows": len(s.values),
             "columns": list(s.names),
+            "counters": [s.names[j] for j in as_rates],
             "window_s": window,
             "n_regimes": len(h.regimes),
             "segments": segments,
@@ -340,7 +370,10 @@ def _detect_series(
         }
         typer.echo(json.dumps(out, indent=2))
         return
-    t = Table(title=f"{trace.name}: online detector, {len(h.regimes)} regimes, one row = {window:g} s")
+    read_as = "".join(f", {s.names[j]} per row" for j in as_rates)
+    t = Table(
+        title=f"{trace.name}: online detector, {len(h.regimes)} regimes, one row = {window:g} s{read_as}"
+    )
     for name in ("regime", "rows", "from", *(f"mean {n}" for n in s.names)):
         t.add_column(name, justify="right")
     for g in segments:

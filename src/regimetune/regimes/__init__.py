@@ -23,7 +23,14 @@ if TYPE_CHECKING:
         detect_series,
         segments_of,
     )
-    from regimetune.regimes.features import DEFAULT_FEATURES, FEATURES, UNITS, FeatureExtractor
+    from regimetune.regimes.features import (
+        DEFAULT_FEATURES,
+        FEATURES,
+        UNITS,
+        FeatureExtractor,
+        counter_columns,
+        counter_rates,
+    )
     from regimetune.regimes.metrics import (
         DetectionScore,
         ari,
@@ -41,7 +48,10 @@ _WHERE = {
         ("FORMAT_VERSION", "SERIES_STEP_S", "OnlineRegimeDetector", "detect_series", "segments_of"),
         "detector",
     ),
-    **dict.fromkeys(("DEFAULT_FEATURES", "FEATURES", "UNITS", "FeatureExtractor"), "features"),
+    **dict.fromkeys(
+        ("DEFAULT_FEATURES", "FEATURES", "UNITS", "FeatureExtractor", "counter_columns", "counter_rates"),
+        "features",
+    ),
     **dict.fromkeys(
         (
             "DetectionScore",
@@ -69,6 +79,8 @@ __all__ = [
     "DetectionScore",
     "DetectorParams",
     "FeatureExtractor",
+    "counter_columns",
+    "counter_rates",
     "OnlineRegimeDetector",
     "PaperResult",
     "RegimeHistory",

@@ -49,7 +49,7 @@ from regimetune.models import (
 )
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
-from regimetune.regimes.features import FeatureExtractor
+from regimetune.regimes.features import FeatureExtractor, counter_columns, counter_rates
 from regimetune.regimes.params import DetectorParams
 
 #: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
@@ -362,18 +362,25 @@ def detect_series(
     names: tuple[str, ...] | None = None,
     step_s: float = SERIES_STEP_S,
     params: DetectorParams | None = None,
+    counters: bool = True,
 ) -> RegimeHistory:
     """Regimes of a numeric series (rows are steps, columns features): each row is one
     window of ``step_s`` seconds, so the detector's durations count rows (``min_regime_s``
     900 s = 18 rows at the default 50 s; pass a metric's scrape interval as ``step_s`` to
-    keep the service's durations).
+    keep the service's durations). With ``counters``, a column that never decreases is
+    read as its increase per row (:func:`~regimetune.regimes.features.counter_columns`).
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
     [(None, 0, 0), (0, 1, 100)]
     """
+    x = np.asarray(values, dtype=np.float64)
+    if counters and x.ndim == 1:
+        x = x[:, None]
+    if counters and x.ndim == 2:
+        x = counter_rates(x, counter_columns(x))
     det = OnlineRegimeDetector.from_params(params or DetectorParams())
-    return det.detect_array(values, names=names, step_s=step_s)
+    return det.detect_array(x, names=names, step_s=step_s)
 
 
 def compile_kernel() -> None:

@@ -300,4 +300,46 @@ class FeatureExtractor:
         return fx
 
 
-__all__ = ["DEFAULT_FEATURES", "FEATURES", "LOG1P_FEATURES", "UNITS", "FeatureExtractor"]
+# -- series --------------------------------------------------------------------------------
+
+
+def counter_columns(values: np.ndarray) -> tuple[int, ...]:
+    """Columns of a series (``(n, d)``) that are counters: they never decrease and do not
+    stay constant (requests served, bytes written, distance run; a Prometheus counter
+    exported without ``rate()``). A counter is all trend: what changes with a regime is
+    how fast it grows, so the detector reads its increase per row (:func:`counter_rates`).
+    A counter that was reset (fell back) during the series is read as it is.
+
+    >>> counter_columns(np.array([[1.0, 5.0, 2.0], [1.0, 7.0, 1.0], [1.0, 7.0, 3.0]]))
+    (1,)
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 3:
+        return ()
+    steps = np.diff(x, axis=0)
+    return tuple(int(j) for j in np.flatnonzero((steps >= 0).all(axis=0) & (steps > 0).any(axis=0)))
+
+
+def counter_rates(values: np.ndarray, columns: Sequence[int]) -> np.ndarray:
+    """A copy of ``values`` with each of ``columns`` replaced by its increase per row (the
+    first row takes the second's increase: it has no predecessor).
+
+    >>> counter_rates(np.array([[0.0, 1.0], [2.0, 1.0], [5.0, 2.0]]), [0]).tolist()
+    [[2.0, 1.0], [2.0, 1.0], [3.0, 2.0]]
+    """
+    out = np.array(values, dtype=np.float64)
+    for j in columns:
+        step = np.diff(out[:, j])
+        out[:, j] = np.r_[step[:1], step]
+    return out
+
+
+__all__ = [
+    "DEFAULT_FEATURES",
+    "FEATURES",
+    "LOG1P_FEATURES",
+    "UNITS",
+    "FeatureExtractor",
+    "counter_columns",
+    "counter_rates",
+]
