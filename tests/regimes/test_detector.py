@@ -124,6 +124,35 @@ def test_what_leads_to_a_new_level_is_a_ramp_only_if_it_is_on_the_way(between: f
     assert [(c.from_id, c.at_window) for c in h.changes] == [(None, 0), (0, starts_at)]
 
 
+def _moving(n: int = 300, seed: int = 11) -> tuple[np.ndarray, np.random.Generator]:
+    """Row numbers and a generator for series that keep moving (a transition never levels)."""
+    return np.arange(n), np.random.default_rng(seed)
+
+
+def test_in_a_transition_a_jump_starts_another_regime() -> None:
+    # one feature drifts all along (humidity, a growing keyspace), another switches off at
+    # row 200 (a light, a client): the drift never levels off, yet the switch is a change
+    t, rng = _moving()
+    drift = 0.1 * t + rng.normal(0, 0.3, len(t))
+    switch = np.where(t < 200, 5.0, 0.0) + rng.normal(0, 0.3, len(t))
+    h = detect_series(np.c_[drift, switch])
+    assert [(c.from_id, c.to_id) for c in h.changes] == [(None, 0), (0, 1)]
+    assert h.changes[-1].at_window == pytest.approx(200, abs=2)
+
+
+@pytest.mark.parametrize("shape", ["bend", "burst", "staircase"])
+def test_in_a_transition_a_bend_a_burst_or_a_step_on_the_way_is_not_a_change(shape: str) -> None:
+    t, rng = _moving()
+    if shape == "bend":  # a line that slows down without a jump
+        x = np.where(t < 150, 0.2 * t, 30.0 + 0.1 * (t - 150))
+    elif shape == "burst":  # five rows off the line, then back on it
+        x = 0.1 * t + np.where((t >= 150) & (t < 155), 6.0, 0.0)
+    else:  # a decline in steps: each drop goes the way the decline goes
+        x = -1.0 * (t // 12)
+    h = detect_series(x + rng.normal(0, 0.3 if shape != "staircase" else 0.2, len(t)))
+    assert [(c.from_id, c.to_id) for c in h.changes] == [(None, 0)]
+
+
 def test_one_or_two_active_keys_are_one_regime() -> None:
     # a flash crowd on one or two keys: the active-key count flips between 1 and 2 at random
     base = steps((0, 720), seed=5)
@@ -229,16 +258,23 @@ def test_states_of_the_old_format_fail_with_what_to_do(tmp_path: Path) -> None:
         OnlineRegimeDetector.load(tmp_path / "bad.json")
 
 
-def test_states_of_format_3_load_and_go_on() -> None:
-    # format 3 had no window held back and no run of segments: it loads with neither
+@pytest.mark.parametrize(
+    ("version", "added"),
+    [
+        # format 3 had no window held back and no run of segments; format 4 no line a
+        # transition left: they load without them
+        (3, ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats", "exc_line")),
+        (4, ("exc_line",)),
+    ],
+)
+def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str, ...]) -> None:
     frame = steps((0, 300), (2, 400), seed=7)
     det = OnlineRegimeDetector(window_s=10.0)
     det.detect(frame.slice(0, 350))
     state = det.to_state()
-    added = ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats")
-    v3 = {**state, "format_version": 3}
-    v3["kernel"] = {k: v for k, v in state["kernel"].items() if k not in added}
-    old = OnlineRegimeDetector.from_state(v3)
+    earlier = {**state, "format_version": version}
+    earlier["kernel"] = {k: v for k, v in state["kernel"].items() if k not in added}
+    old = OnlineRegimeDetector.from_state(earlier)
     assert old.current == det.current and old.n_seen == 350 - int(state["kernel"]["pending"][0])
     assert [r.id for r in old.regimes] == [r.id for r in det.regimes]
     h = old.detect(frame.slice(350, 700))

@@ -28,8 +28,12 @@ held the same level: the change test may cut a level in two), and becomes a *tra
 (a decline: it differs from a plateau in slope, not level) once it has lasted
 ``min_regime`` windows without settling. What led to a new level in fewer windows is a
 ramp that joins it if it lies between the two levels, else a burst of the regime it left.
-Transition regimes are never returned to. A change back to the regime just left passes
-exactly the same tests as any other.
+In a transition, a segment opens an excursion only where it jumps off the line the
+transition was on: not at a bend, nor at a step further the way the transition moves (away
+from where it set out: a decline's drops); a later segment back on that line closes it (a
+burst). So a series that never levels off (a drifting feature) still changes regime where
+another feature switches. Transition regimes are never returned to. A change back to the
+regime just left passes exactly the same tests as any other.
 
 State lives in a :class:`KernelState` of numpy arrays (scalars as length-1 arrays) so the
 Python side can save it as JSON and the online (one window) and batch (a whole series)
@@ -49,6 +53,8 @@ TRANSITION = 1
 #: time x value, value squared, and the counts' variance (time from the segment's start,
 #: values from its first one).
 N_SUMS = 7
+#: Columns of a line kept per feature (see :func:`_ended_line`).
+N_LINE = 6
 _TINY = 1e-300
 
 
@@ -81,6 +87,8 @@ class KernelState(NamedTuple):
     boundary: np.ndarray  # (1,) first window of the last committed segment
     excursion: np.ndarray  # (1,) first window of an unresolved excursion (-1: none)
     exc_first: np.ndarray  # (d, 3) its first segment's windows, sum, sum of squares
+    exc_line: np.ndarray  # (d, N_LINE) in a transition, the line it left (see _ended_line)
+    last_line: np.ndarray  # (d, N_LINE) the line of the latest segment of dwell windows or more
     # the level that the committed segments before the latest one held together
     run_start: np.ndarray  # (1,) first window of the first of them
     run_stats: np.ndarray  # (d, 3) their windows, sum, sum of squares
@@ -140,6 +148,8 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         boundary=one(0),
         excursion=one(0),  # the first regime is founded like any other
         exc_first=np.zeros((d, 3)),
+        exc_line=np.zeros((d, N_LINE)),
+        last_line=np.zeros((d, N_LINE)),
         run_start=one(0),
         run_stats=np.zeros((d, 3)),
         pending=one(0),
@@ -544,10 +554,18 @@ def _judge_new_segment(
     start = s.cand_start[c]
     ended = np.zeros_like(s.exc_first)  # the segment that ends here: the last committed less this one
     first = _slot_of(s, s.boundary[0])
+    line = np.empty((ended.shape[0], N_LINE))
+    _ended_line(s, first, c, line)
+    if line[0, 2] >= p.dwell:  # shorter segments are the change test's jitter at a boundary
+        s.last_line[:, :] = line
     _absolute(s.cand_sums[first], s.cand_ref[first], ended, 1.0)
     _absolute(s.cand_sums[c], s.cand_ref[c], ended, -1.0)
     if s.excursion[0] >= 0 and s.boundary[0] == s.excursion[0]:
         s.exc_first[:, :] = ended  # the excursion's first segment: _settle compares levels with it
+    origin = np.full(ended.shape[0], np.nan)  # where a transition set out: its first segment's mean
+    for j in range(ended.shape[0]):
+        if s.exc_first[j, 0] > 0.0:
+            origin[j] = s.exc_first[j, 1] / s.exc_first[j, 0]
     _extend_run(s, p, ended, noise)
     _commit(s, start)
     c = _slot_of(s, start)
@@ -558,8 +576,99 @@ def _judge_new_segment(
         and _match(s, p, s.cand_sums[c], s.cand_ref[c], noise, level) == cur
     ):
         s.excursion[0] = -1  # back at the level in force: what came between was a burst
-    elif s.excursion[0] < 0 and cur >= 0 and s.reg_kind[cur] == STEADY:
+    elif cur >= 0 and s.reg_kind[cur] == TRANSITION and s.excursion[0] >= 0:
+        if not _off_line(s, p, s.exc_line, c, noise, origin):
+            s.excursion[0] = -1  # back on the transition's line: what came between was a burst
+    elif (
+        s.excursion[0] < 0
+        and cur >= 0
+        and (
+            s.reg_kind[cur] == STEADY
+            or (_line_moves(s, p, s.last_line, noise) and _off_line(s, p, s.last_line, c, noise, origin))
+        )
+    ):
+        # in a transition, a jump off a moving line may start another regime (a bend does
+        # not; after a line that holds still, the level that follows decides, as after a ramp)
         s.excursion[0] = start
+        s.exc_line[:, :] = s.last_line
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _line_moves(s: KernelState, p: KernelParams, line: np.ndarray, noise: np.ndarray) -> bool:
+    """Does a line (as :func:`_ended_line` stores it) move over its windows farther than a
+    regime match tolerates (the null of :func:`_moves`)?"""
+    chi2 = 0.0
+    for j in range(line.shape[0]):
+        n = line[j, 2]
+        if n >= 2.0:
+            rise = line[j, 1] * (n - 1.0)
+            chi2 += rise * rise / max(noise[j] * 12.0 / min(n, p.match_n), 2.0 * s.level_var[j])
+    return chi2 > p.match_chi2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ended_line(s: KernelState, first: int, c: int, out: np.ndarray) -> None:
+    """The line of the committed segment (candidate ``first``) less candidate ``c``'s
+    windows, per feature (into ``out``, :data:`N_LINE` columns): its value at ``c``'s first
+    window, its slope per window, its windows, that window less their mean time, the sum
+    of their squared time deviations, and that window."""
+    a = float(s.cand_start[c] - s.cand_start[first])  # c's origin in first's time
+    for j in range(out.shape[0]):
+        f, g = s.cand_sums[first, j], s.cand_sums[c, j]
+        b = s.cand_ref[c, j] - s.cand_ref[first, j]  # c's values in first's centring
+        n = f[0] - g[0]
+        out[j, :] = 0.0
+        if n < 1.0:
+            continue
+        su = f[1] - (g[1] + a * g[0])
+        suu = f[2] - (g[2] + 2.0 * a * g[1] + a * a * g[0])
+        sy = f[3] - (g[3] + b * g[0])
+        suy = f[4] - (g[4] + a * g[3] + b * g[1] + a * b * g[0])
+        sxx = suu - su * su / n
+        slope = (suy - su * sy / n) / sxx if n >= 2.0 and sxx > 1e-9 * max(suu, 1.0) else 0.0
+        out[j, 0] = s.cand_ref[first, j] + sy / n + slope * (a - su / n)
+        out[j, 1] = slope
+        out[j, 2] = n
+        out[j, 3] = a - su / n
+        out[j, 4] = sxx if slope != 0.0 else np.inf
+        out[j, 5] = s.cand_start[c]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _off_line(
+    s: KernelState,
+    p: KernelParams,
+    line: np.ndarray,
+    c: int,
+    noise: np.ndarray,
+    origin: np.ndarray,
+) -> bool:
+    """Does candidate ``c`` start off ``line`` (as :func:`_ended_line` stores it), carried on
+    to ``c``'s first window, by more than a regime match tolerates? A segment that goes on from
+    where the line was heading does not (a bend), nor one that steps further the way the
+    transition moves, away from where it set out (``origin``: a decline's drops); one that
+    jumps elsewhere does."""
+    chi2 = 0.0
+    for j in range(line.shape[0]):
+        value, slope, n, du, sxx = line[j, 0], line[j, 1], line[j, 2], line[j, 3], line[j, 4]
+        sums = s.cand_sums[c, j]
+        if n < 1.0 or sums[0] < 1.0:
+            continue
+        dt = float(s.cand_start[c]) - line[j, 5]
+        new_sxx = sums[2] - sums[1] * sums[1] / sums[0]
+        new = s.cand_ref[c, j] + sums[3] / sums[0]  # c's line at its first window
+        w_new = 1.0 / sums[0]
+        if sums[0] >= 2.0 and new_sxx > 1e-9 * max(sums[2], 1.0):
+            new_slope = (sums[4] - sums[1] * sums[3] / sums[0]) / new_sxx
+            new -= new_slope * sums[1] / sums[0]
+            w_new += (sums[1] / sums[0]) ** 2 / new_sxx
+        jump = new - (value + slope * dt)
+        away = value - origin[j]  # how far the line has moved from where the transition set out
+        if away * jump > 0.0 and away * away > p.match_chi2 * noise[j] * (1.0 / min(n, p.match_n)):
+            continue  # a step further the way the transition moves: the same movement
+        w_line = 1.0 / n + (du + dt) ** 2 / sxx
+        chi2 += jump * jump / (noise[j] * (w_line + w_new) + 2.0 * s.level_var[j])
+    return chi2 > p.match_chi2
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -719,7 +828,7 @@ def _on_level(
     if exc >= 0 and at - exc >= p.min_regime:
         _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
     elif exc >= 0 and (
-        cur < 0 or s.reg_kind[cur] != STEADY or _between(s.exc_first, s.reg_level[cur], level, noise)
+        cur < 0 or (s.reg_kind[cur] == STEADY and _between(s.exc_first, s.reg_level[cur], level, noise))
     ):
         at = exc  # a short ramp belongs to the level it led to
     if (

@@ -56,10 +56,13 @@ from regimetune.regimes.params import DetectorParams
 #: line-test kernel's (before the change test was a penalised likelihood); they cannot be
 #: converted and are refused with a message that says what to do. Later formats load, with
 #: the kernel state added since their version at its initial value (:data:`_ADDED_IN`).
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: Kernel state and the format that added it: format 4 the window held back (the dip test)
-#: and the run of segments at one level.
-_ADDED_IN = dict.fromkeys(("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats"), 4)
+#: and the run of segments at one level, format 5 the line a transition left at a jump.
+_ADDED_IN = dict.fromkeys(("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats"), 4) | {
+    "exc_line": 5,
+    "last_line": 5,
+}
 _D = DetectorParams()
 
 
