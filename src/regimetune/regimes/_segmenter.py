@@ -563,9 +563,7 @@ def _judge_new_segment(
     if s.excursion[0] >= 0 and s.boundary[0] == s.excursion[0]:
         s.exc_first[:, :] = ended  # the excursion's first segment: _settle compares levels with it
     origin = np.full(ended.shape[0], np.nan)  # where a transition set out: its first segment's mean
-    for j in range(ended.shape[0]):
-        if s.exc_first[j, 0] > 0.0:
-            origin[j] = s.exc_first[j, 1] / s.exc_first[j, 0]
+    _mean_of(s.exc_first, origin)
     _extend_run(s, p, ended, noise)
     _commit(s, start)
     c = _slot_of(s, start)
@@ -594,6 +592,15 @@ def _judge_new_segment(
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _mean_of(stats: np.ndarray, out: np.ndarray) -> None:
+    """The mean of ``stats`` (windows, sum, sum of squares per feature) into ``out``, where
+    a feature has windows."""
+    for j in range(out.shape[0]):
+        if stats[j, 0] > 0.0:
+            out[j] = stats[j, 1] / stats[j, 0]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _line_moves(s: KernelState, p: KernelParams, line: np.ndarray, noise: np.ndarray) -> bool:
     """Does a line (as :func:`_ended_line` stores it) move over its windows farther than a
     regime match tolerates (the null of :func:`_moves`)?"""
@@ -604,6 +611,16 @@ def _line_moves(s: KernelState, p: KernelParams, line: np.ndarray, noise: np.nda
             rise = line[j, 1] * (n - 1.0)
             chi2 += rise * rise / max(noise[j] * 12.0 / min(n, p.match_n), 2.0 * s.level_var[j])
     return chi2 > p.match_chi2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fit(n: float, su: float, suu: float, sy: float, suy: float) -> tuple[float, float, float]:
+    """The mean time, slope and sum of squared time deviations of a least-squares line
+    through ``n`` windows (no slope, and an infinite sum, when the windows give none)."""
+    sxx = suu - su * su / n
+    if n >= 2.0 and sxx > 1e-9 * max(suu, 1.0):
+        return su / n, (suy - su * sy / n) / sxx, sxx
+    return su / n, 0.0, np.inf
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -624,13 +641,12 @@ def _ended_line(s: KernelState, first: int, c: int, out: np.ndarray) -> None:
         suu = f[2] - (g[2] + 2.0 * a * g[1] + a * a * g[0])
         sy = f[3] - (g[3] + b * g[0])
         suy = f[4] - (g[4] + a * g[3] + b * g[1] + a * b * g[0])
-        sxx = suu - su * su / n
-        slope = (suy - su * sy / n) / sxx if n >= 2.0 and sxx > 1e-9 * max(suu, 1.0) else 0.0
-        out[j, 0] = s.cand_ref[first, j] + sy / n + slope * (a - su / n)
+        mean_u, slope, sxx = _fit(n, su, suu, sy, suy)
+        out[j, 0] = s.cand_ref[first, j] + sy / n + slope * (a - mean_u)
         out[j, 1] = slope
         out[j, 2] = n
-        out[j, 3] = a - su / n
-        out[j, 4] = sxx if slope != 0.0 else np.inf
+        out[j, 3] = a - mean_u
+        out[j, 4] = sxx
         out[j, 5] = s.cand_start[c]
 
 
@@ -655,13 +671,9 @@ def _off_line(
         if n < 1.0 or sums[0] < 1.0:
             continue
         dt = float(s.cand_start[c]) - line[j, 5]
-        new_sxx = sums[2] - sums[1] * sums[1] / sums[0]
-        new = s.cand_ref[c, j] + sums[3] / sums[0]  # c's line at its first window
-        w_new = 1.0 / sums[0]
-        if sums[0] >= 2.0 and new_sxx > 1e-9 * max(sums[2], 1.0):
-            new_slope = (sums[4] - sums[1] * sums[3] / sums[0]) / new_sxx
-            new -= new_slope * sums[1] / sums[0]
-            w_new += (sums[1] / sums[0]) ** 2 / new_sxx
+        mean_u, new_slope, new_sxx = _fit(sums[0], sums[1], sums[2], sums[3], sums[4])
+        new = s.cand_ref[c, j] + sums[3] / sums[0] - new_slope * mean_u  # c's line at its start
+        w_new = 1.0 / sums[0] + mean_u * mean_u / new_sxx
         jump = new - (value + slope * dt)
         away = value - origin[j]  # how far the line has moved from where the transition set out
         if away * jump > 0.0 and away * away > p.match_chi2 * noise[j] * (1.0 / min(n, p.match_n)):
@@ -799,9 +811,7 @@ def _pool(s: KernelState, latest: int, stats: np.ndarray, level: np.ndarray) -> 
     feature) together, into ``level``; returns their windows."""
     pooled = stats.copy()
     _absolute(s.cand_sums[latest], s.cand_ref[latest], pooled, 1.0)
-    for j in range(level.shape[0]):
-        if pooled[j, 0] > 0.0:
-            level[j] = pooled[j, 1] / pooled[j, 0]
+    _mean_of(pooled, level)
     return pooled[0, 0]
 
 
