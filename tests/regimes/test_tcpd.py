@@ -158,3 +158,23 @@ def test_zero_baseline_on_uk_coal(series: dict[str, TcpdSeries]) -> None:
     marked = sorted({p for points in s.annotations.values() for p in points})
     assert tcpd_f1(s.annotations, marked, s.n) == 1.0
     assert tcpd_cover(s.annotations, marked, s.n) > tcpd_cover(s.annotations, [], s.n)
+
+
+# --- the detector on series that keep moving ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["run_log", "occupancy"])
+def test_the_detector_is_not_stuck_on_series_that_never_level_off(
+    series: dict[str, TcpdSeries], name: str
+) -> None:
+    # RunLog's distance is a counter (read as distance per row); Occupancy's humidity and CO2
+    # drift while its light switches. Stuck in one transition, the detector would report
+    # nothing and score exactly the "no change" baseline.
+    from regimetune.regimes import counter_columns, detect_series
+
+    s = series[name]
+    assert counter_columns(s.values) == ((1,) if name == "run_log" else ())
+    rows = [c.at_window for c in detect_series(s.values).changes if c.from_id is not None]
+    assert len(rows) >= 3
+    assert tcpd_f1(s.annotations, rows, s.n) > tcpd_f1(s.annotations, [], s.n)
+    assert tcpd_cover(s.annotations, rows, s.n) > tcpd_cover(s.annotations, [], s.n)
