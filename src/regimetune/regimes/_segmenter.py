@@ -556,7 +556,7 @@ def _judge_new_segment(
     first = _slot_of(s, s.boundary[0])
     line = np.empty((ended.shape[0], N_LINE))
     _ended_line(s, first, c, line)
-    if line[0, 2] >= p.min_regime:  # shorter: a ramp or the change test's jitter at a boundary
+    if line[0, 2] >= p.dwell:  # shorter segments are the change test's jitter at a boundary
         s.last_line[:, :] = line
     _absolute(s.cand_sums[first], s.cand_ref[first], ended, 1.0)
     _absolute(s.cand_sums[c], s.cand_ref[c], ended, -1.0)
