@@ -261,10 +261,10 @@ def test_states_of_the_old_format_fail_with_what_to_do(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("version", "added"),
     [
-        # format 3 had no window held back and no run of segments; format 4 no line a
-        # transition left: they load without them
-        (3, ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats", "exc_line")),
-        (4, ("exc_line",)),
+        # format 3 had no window held back and no run of segments; format 4 no lines for a
+        # transition's jumps: they load without them
+        (3, ("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats", "exc_line", "last_line")),
+        (4, ("exc_line", "last_line")),
     ],
 )
 def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str, ...]) -> None:

@@ -100,3 +100,6 @@ def test_counters_are_columns_that_never_decrease_and_do_not_stay_flat() -> None
     assert rates[0, 1] == rates[1, 1]  # the first row has no predecessor: it takes the second's
     np.testing.assert_array_equal(rates[:, [0, 2, 3]], x[:, [0, 2, 3]])
     assert x[0, 1] == total[0]  # a copy: the input is left alone
+    # a series of one column may come as (n,)
+    assert counter_columns(total) == (0,)
+    np.testing.assert_array_equal(counter_rates(total, [0]), rates[:, 1])

@@ -424,9 +424,16 @@ def _moves(s: KernelState, p: KernelParams, sums: np.ndarray, noise: np.ndarray)
         if n < 2.0 or det <= 1e-9 * n * suu:
             continue
         moved = (n * suy - su * sy) / det * (n - 1.0)
-        white = _variance(p, noise, sums, j) * 12.0 / min(n, p.match_n)
-        chi2 += moved * moved / max(white, 2.0 * s.level_var[j])
+        chi2 += _rise_chi2(s, p, j, moved, _variance(p, noise, sums, j), n)
     return chi2 > p.match_chi2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rise_chi2(s: KernelState, p: KernelParams, j: int, rise: float, var: float, n: float) -> float:
+    """Feature ``j``'s share of the chi-square of a line's rise over ``n`` windows: under
+    white noise of variance ``var`` about ``12 var / n`` (precision of at most ``match_n``
+    windows), and no finer than the spread of a regime's level."""
+    return rise * rise / max(var * 12.0 / min(n, p.match_n), 2.0 * s.level_var[j])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -608,8 +615,7 @@ def _line_moves(s: KernelState, p: KernelParams, line: np.ndarray, noise: np.nda
     for j in range(line.shape[0]):
         n = line[j, 2]
         if n >= 2.0:
-            rise = line[j, 1] * (n - 1.0)
-            chi2 += rise * rise / max(noise[j] * 12.0 / min(n, p.match_n), 2.0 * s.level_var[j])
+            chi2 += _rise_chi2(s, p, j, line[j, 1] * (n - 1.0), noise[j], n)
     return chi2 > p.match_chi2
 
 

@@ -378,9 +378,7 @@ def detect_series(
     [(None, 0, 0), (0, 1, 100)]
     """
     x = np.asarray(values, dtype=np.float64)
-    if counters and x.ndim == 1:
-        x = x[:, None]
-    if counters and x.ndim == 2:
+    if counters:
         x = counter_rates(x, counter_columns(x))
     det = OnlineRegimeDetector.from_params(params or DetectorParams())
     return det.detect_array(x, names=names, step_s=step_s)

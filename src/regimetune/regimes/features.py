@@ -304,7 +304,7 @@ class FeatureExtractor:
 
 
 def counter_columns(values: np.ndarray) -> tuple[int, ...]:
-    """Columns of a series (``(n, d)``) that are counters: they never decrease and do not
+    """Columns of a series (``(n, d)``, or ``(n,)`` for one column) that are counters: they never decrease and do not
     stay constant (requests served, bytes written, distance run; a Prometheus counter
     exported without ``rate()``). A counter is all trend: what changes with a regime is
     how fast it grows, so the detector reads its increase per row (:func:`counter_rates`).
@@ -314,9 +314,9 @@ def counter_columns(values: np.ndarray) -> tuple[int, ...]:
     (1,)
     """
     x = np.asarray(values, dtype=np.float64)
-    if x.ndim != 2 or len(x) < 3:
+    if x.ndim not in (1, 2) or len(x) < 3:
         return ()
-    steps = np.diff(x, axis=0)
+    steps = np.diff(x.reshape(len(x), -1), axis=0)
     return tuple(int(j) for j in np.flatnonzero((steps >= 0).all(axis=0) & (steps > 0).any(axis=0)))
 
 
@@ -328,9 +328,10 @@ def counter_rates(values: np.ndarray, columns: Sequence[int]) -> np.ndarray:
     [[2.0, 1.0], [2.0, 1.0], [3.0, 2.0]]
     """
     out = np.array(values, dtype=np.float64)
+    cols = out.reshape(len(out), -1) if len(columns) else out  # a view: a series of one column too
     for j in columns:
-        step = np.diff(out[:, j])
-        out[:, j] = np.r_[step[:1], step]
+        step = np.diff(cols[:, j])
+        cols[:, j] = np.r_[step[:1], step]
     return out
 
 
