@@ -5,10 +5,14 @@ the level by more than ``noise_clip`` standard deviations of a first difference 
 next; if that one is back, the window was a dip and those features are learnt as missing.
 
 **Change test: online optimal partitioning (PELT) of a piecewise-linear signal.** Each
-feature of a segment is a line plus Gaussian noise of the segment's own variance, shrunk
-towards a floor by ``dwell`` windows' worth of it: the larger of the noise learnt from
-first differences and the Poisson variance of the counts behind a log-count feature (1
-active key against 2 is noise). A segment's cost is its negative log-likelihood; a
+feature of a segment is a line plus AR(1) noise: given the window before, ``y - phi
+y_lag`` is a line plus Gaussian noise of the segment's own variance, shrunk towards a floor
+by ``dwell`` windows' worth of it: the larger of the noise learnt from first differences
+and the Poisson variance of the counts behind a log-count feature (1 active key against 2
+is noise). ``phi`` is each feature's, learnt over the whole stream from the correlation of
+consecutive first differences about their recent mean (-1/2 for white noise, 0 for a
+random walk), so a series that wanders is not cut at every turn and one with white noise
+is judged as before. A segment's cost is its negative log-likelihood; a
 change costs ``penalty`` nats (BIC: ``(3 d + 1) / 2 log n`` for a new level, slope and
 variance per feature and the change's position, ``n`` the windows of a typical regime). Every
 window opens a candidate segment start; the best partition of all windows so far ends
@@ -50,9 +54,10 @@ from numba import njit
 STEADY = 0
 TRANSITION = 1
 #: Columns of a segment's running sums, per feature: windows, time, time squared, value,
-#: time x value, value squared, and the counts' variance (time from the segment's start,
-#: values from its first one).
-N_SUMS = 7
+#: time x value, value squared, the counts' variance, then of the value before each window
+#: (the lag): lag, lag squared, value x lag, time x lag (time from the segment's start,
+#: values and lags from its first value).
+N_SUMS = 11
 #: Columns of a line kept per feature (see :func:`_ended_line`).
 N_LINE = 6
 _TINY = 1e-300
@@ -101,6 +106,11 @@ class KernelState(NamedTuple):
     prev_y: np.ndarray  # (d,)
     noise_var: np.ndarray  # (d,)
     noise_n: np.ndarray  # (1,) differences learnt
+    # the noise's autocorrelation, from consecutive first differences (centred, clipped)
+    diff_last: np.ndarray  # (d,) the latest first difference
+    diff_mean: np.ndarray  # (d,)
+    diff_var: np.ndarray  # (d,)
+    diff_cov: np.ndarray  # (d,) of consecutive differences
     magnitude: np.ndarray  # (d,) running mean of |y|, for the relative floor of the noise
     # the spread of a regime's level: means of min_regime windows, block to block
     block_sum: np.ndarray  # (d,)
@@ -133,6 +143,17 @@ class ChangeLog(NamedTuple):
     t0: np.ndarray  # (1,) absolute index of the call's first window
 
 
+class Scratch(NamedTuple):
+    """Work space of one call of :func:`run`, per window (nothing in it is learnt)."""
+
+    noise: np.ndarray  # (d,) the noise variance in force
+    ar: np.ndarray  # (d,) the noise's AR(1) coefficient in force
+    lag: np.ndarray  # (d,) each feature's value before the window (NaN: none)
+    level: np.ndarray  # (d,) a segment's mean, as the regime layer judges it
+    totals: np.ndarray  # (R,) each candidate's prior plus segment cost
+    off: np.ndarray  # (d,) 1 where a feature left the level
+
+
 def new_state(d: int, p: KernelParams) -> KernelState:
     """A detector that has seen nothing (``p`` sizes the beam and the regime table)."""
     n_candidates = p.recent + p.best + 2
@@ -159,6 +180,10 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         prev_y=np.full(d, np.nan),
         noise_var=np.zeros(d),
         noise_n=one(0),
+        diff_last=np.full(d, np.nan),
+        diff_mean=np.zeros(d),
+        diff_var=np.zeros(d),
+        diff_cov=np.zeros(d),
         magnitude=np.zeros(d),
         block_sum=np.zeros(d),
         block_cnt=np.zeros(d),
@@ -179,6 +204,21 @@ def new_state(d: int, p: KernelParams) -> KernelState:
     )
 
 
+def widen_sums(sums: np.ndarray) -> np.ndarray:
+    """Segment sums of a state saved before the lag columns (format 5 and earlier, seven
+    columns) with them, each window's predecessor taken as the window itself: the noise of
+    those segments is judged white until they end."""
+    if sums.shape[-1] == N_SUMS:
+        return sums
+    out = np.zeros((*sums.shape[:-1], N_SUMS))
+    out[..., :7] = sums
+    out[..., 7] = sums[..., 3]  # lag = value
+    out[..., 8] = sums[..., 5]
+    out[..., 9] = sums[..., 5]
+    out[..., 10] = sums[..., 4]
+    return out
+
+
 # -- noise -----------------------------------------------------------------------------------
 
 
@@ -189,28 +229,74 @@ def _noise_floor(s: KernelState, p: KernelParams, j: int) -> float:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _learn_noise(s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarray) -> None:
+def _learn_noise(
+    s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarray, lag: np.ndarray, ar: np.ndarray
+) -> None:
     """Update each feature's noise from the window's first difference, and put the noise
-    variance in force (at least a relative floor) into ``noise``. The first ``dwell``
-    differences are averaged as they come; later ones are clipped at ``noise_clip``
-    standard deviations, so a dip or a step barely moves the noise."""
+    variance in force (at least a relative floor) into ``noise``, the value before the
+    window into ``lag`` (NaN: none) and the noise's AR(1) coefficient into ``ar``
+    (:func:`_autocorrelation`). The first ``dwell`` differences are averaged as they come;
+    later ones are clipped at ``noise_clip`` standard deviations, so a dip or a step barely
+    moves the noise. The autocorrelation is learnt over the whole stream (a property of the
+    metric, not of a regime: it needs many windows to be precise)."""
     n = s.noise_n[0]
     lam = max(1.0 / (n + 1.0), p.noise_weight)
     for j in range(y.shape[0]):
+        lag[j] = s.prev_y[j]
         if np.isnan(y[j]):  # a missing value: nothing to learn
             noise[j] = max(s.noise_var[j], _noise_floor(s, p, j))
+            ar[j] = _autocorrelation(s, p, j)
             continue
         s.magnitude[j] += (abs(y[j]) - s.magnitude[j]) * lam
         floor = _noise_floor(s, p, j)
         if s.t[0] > 0 and not np.isnan(s.prev_y[j]):
-            half_sq = 0.5 * (y[j] - s.prev_y[j]) ** 2
+            diff = y[j] - s.prev_y[j]
+            half_sq = 0.5 * diff * diff
             if n >= p.dwell:
-                half_sq = min(half_sq, p.noise_clip * p.noise_clip * max(s.noise_var[j], floor))
+                bound = p.noise_clip * p.noise_clip * max(s.noise_var[j], floor)
+                half_sq = min(half_sq, bound)
+                reach = np.sqrt(2.0 * bound)  # the difference is clipped as its square is
+                diff = s.diff_mean[j] + min(max(diff - s.diff_mean[j], -reach), reach)
             s.noise_var[j] += (half_sq - s.noise_var[j]) * lam
+            _learn_autocorrelation(s, j, diff, lam, 1.0 / (n + 1.0))
         noise[j] = max(s.noise_var[j], floor)
+        ar[j] = _autocorrelation(s, p, j)
         s.prev_y[j] = y[j]
     if s.t[0] > 0:
         s.noise_n[0] = n + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _learn_autocorrelation(s: KernelState, j: int, diff: float, lam_mean: float, lam: float) -> None:
+    """Learn feature ``j``'s consecutive first differences: their recent mean (weight
+    ``lam_mean``), and with weight ``lam`` their variance and lag-one covariance about it (so
+    a trend, even one that changes, is not mistaken for autocorrelation)."""
+    dev = diff - s.diff_mean[j]
+    if not np.isnan(s.diff_last[j]):
+        s.diff_cov[j] += ((s.diff_last[j] - s.diff_mean[j]) * dev - s.diff_cov[j]) * lam
+    s.diff_var[j] += (dev * dev - s.diff_var[j]) * lam
+    s.diff_mean[j] += dev * lam_mean
+    s.diff_last[j] = diff
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _autocorrelation(s: KernelState, p: KernelParams, j: int) -> float:
+    """Feature ``j``'s noise as AR(1), its coefficient ``phi`` in [0, 1]: the first
+    differences of AR(1) noise have lag-one correlation ``-(1 - phi) / 2`` (white noise
+    -1/2, a random walk 0). Zero until ``dwell`` differences are learnt."""
+    if s.noise_n[0] < p.dwell or s.diff_var[j] <= 0.0:
+        return 0.0
+    return min(max(1.0 + 2.0 * s.diff_cov[j] / s.diff_var[j], 0.0), 1.0)
+
+
+@njit(cache=True, nogil=True)
+def ar_coefficients(s: KernelState, p: KernelParams) -> np.ndarray:
+    """Each feature's AR(1) coefficient of the noise as the change test uses it now."""
+    d = s.prev_y.shape[0]
+    out = np.empty(d)
+    for j in range(d):
+        out[j] = _autocorrelation(s, p, j)
+    return out
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -268,7 +354,13 @@ def _shrink(p: KernelParams, rss: float, n: float, floor: float) -> float:
 def _line_rss(sums: np.ndarray) -> tuple[float, float]:
     """Residual sums of squares of one feature's segment about its mean and about its
     least-squares line."""
-    sw, swu, swuu, swy, swuy, swyy = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
+    return _rss(sums[0], sums[1], sums[2], sums[3], sums[4], sums[5])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rss(sw: float, swu: float, swuu: float, swy: float, swuy: float, swyy: float) -> tuple[float, float]:
+    """Residual sums of squares about the mean and about the least-squares line, from the
+    sums of weights, time, time squared, value, time x value and value squared."""
     rss_mean = max(swyy - swy * swy / max(sw, _TINY), 0.0)
     det = sw * swuu - swu * swu
     if det <= 1e-9 * sw * swuu:  # one window, or all at one time: no slope to fit
@@ -301,12 +393,28 @@ def _drop_candidate(s: KernelState, c: int) -> None:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _segment_cost(p: KernelParams, noise: np.ndarray, sums: np.ndarray, j: int) -> float:
+def _segment_cost(p: KernelParams, noise: np.ndarray, ar: np.ndarray, sums: np.ndarray, j: int) -> float:
     """Negative log-likelihood (nats, less a constant per window) of feature ``j`` over a
-    segment: its line plus Gaussian noise of the segment's own (shrunk) variance."""
-    rss = _line_rss(sums[j])[1]
-    var = _shrunk(p, noise, sums, j, rss)
-    return 0.5 * (sums[j, 0] * np.log(var) + rss / var)
+    segment: its line plus AR(1) noise (coefficient ``ar[j]``) whose innovations have the
+    segment's own (shrunk) variance. Given each window's predecessor, ``y - phi y_lag`` is
+    a line plus white noise, so the cost is that of a line through it; with ``phi`` 0 it
+    is the line through the values themselves."""
+    sm = sums[j]
+    phi = ar[j]
+    n = sm[0]
+    rss = _rss(
+        n,
+        sm[1],
+        sm[2],
+        sm[3] - phi * sm[7],
+        sm[4] - phi * sm[10],
+        sm[5] - 2.0 * phi * sm[9] + phi * phi * sm[8],
+    )[1]
+    # white noise of variance v has innovations of variance v (1 + phi) about the
+    # predecessor; counts' variance enters twice
+    floor = max(noise[j] * (1.0 + phi), sm[6] / max(n, 1.0) * (1.0 + phi * phi))
+    var = _shrink(p, rss, n, floor)
+    return 0.5 * (n * np.log(var) + rss / var)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -314,8 +422,10 @@ def _extend_candidates(
     s: KernelState,
     p: KernelParams,
     y: np.ndarray,
+    lag: np.ndarray,
     count_var: np.ndarray,
     noise: np.ndarray,
+    ar: np.ndarray,
     totals: np.ndarray,
 ) -> int:
     """Add the window to every candidate segment and return the candidate whose partition
@@ -323,10 +433,10 @@ def _extend_candidates(
     best = 0
     for c in range(s.n_cand[0]):
         sums = s.cand_sums[c]
-        _add(sums, s.cand_ref[c], float(s.t[0] - s.cand_start[c]), y, count_var)
+        _add(sums, s.cand_ref[c], float(s.t[0] - s.cand_start[c]), y, lag, count_var)
         cost = 0.0
         for j in range(y.shape[0]):
-            cost += _segment_cost(p, noise, sums, j)
+            cost += _segment_cost(p, noise, ar, sums, j)
         totals[c] = s.cand_prior[c] + cost
         if totals[c] < totals[best]:
             best = c
@@ -749,8 +859,11 @@ def _extend_run(s: KernelState, p: KernelParams, ended: np.ndarray, noise: np.nd
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add(sums: np.ndarray, ref: np.ndarray, u: float, y: np.ndarray, count_var: np.ndarray) -> None:
-    """Add a window at time ``u`` (from the segment's start) to a segment's sums."""
+def _add(
+    sums: np.ndarray, ref: np.ndarray, u: float, y: np.ndarray, lag: np.ndarray, count_var: np.ndarray
+) -> None:
+    """Add a window at time ``u`` (from the segment's start), and the value before it
+    (``lag``; none: the value itself), to a segment's sums."""
     for j in range(y.shape[0]):
         if np.isnan(y[j]):  # a missing value adds nothing
             continue
@@ -765,6 +878,11 @@ def _add(sums: np.ndarray, ref: np.ndarray, u: float, y: np.ndarray, count_var: 
         sm[4] += u * yc
         sm[5] += yc * yc
         sm[6] += count_var[j]
+        lc = (y[j] if np.isnan(lag[j]) else lag[j]) - ref[j]
+        sm[7] += lc
+        sm[8] += lc * lc
+        sm[9] += yc * lc
+        sm[10] += u * lc
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -799,16 +917,20 @@ def _held_since(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _between(stats: np.ndarray, old: np.ndarray, new: np.ndarray, noise: np.ndarray) -> bool:
+def _between(p: KernelParams, stats: np.ndarray, old: np.ndarray, new: np.ndarray, noise: np.ndarray) -> bool:
     """Does the mean of ``stats`` (windows, sum, sum of squares per feature) lie between the
-    levels ``old`` and ``new``, projected on the line from one to the other in noise units?"""
-    along, span = 0.0, 0.0
+    levels ``old`` and ``new``, projected on the line from one to the other in noise units,
+    within what the noise of that mean allows (chi-square ``match_chi2``: a ramp that
+    reached the new level at once lies at its end)?"""
+    along, span, spread = 0.0, 0.0, 0.0
     for j in range(stats.shape[0]):
         if stats[j, 0] >= 1.0 and not (np.isnan(old[j]) or np.isnan(new[j])):
             w = 1.0 / max(noise[j], 1e-12)
             along += (stats[j, 1] / stats[j, 0] - old[j]) * (new[j] - old[j]) * w
             span += (new[j] - old[j]) ** 2 * w
-    return span > 0.0 and 0.0 <= along <= span
+            spread += (new[j] - old[j]) ** 2 * w / stats[j, 0]
+    tol = np.sqrt(p.match_chi2 * spread)
+    return span > 0.0 and -tol <= along <= span + tol
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -844,7 +966,7 @@ def _on_level(
     if exc >= 0 and at - exc >= p.min_regime:
         _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
     elif exc >= 0 and (
-        cur < 0 or (s.reg_kind[cur] == STEADY and _between(s.exc_first, s.reg_level[cur], level, noise))
+        cur < 0 or (s.reg_kind[cur] == STEADY and _between(p, s.exc_first, s.reg_level[cur], level, noise))
     ):
         at = exc  # a short ramp belongs to the level it led to
     if (
@@ -883,8 +1005,12 @@ def _settle(
     since = _held_since(s, p, latest, noise) if unsettled else -1
     if since >= 0:
         _on_level(s, p, latest, since, noise, level, log)
-    elif exc >= 0 and s.boundary[0] - exc >= p.min_regime:
-        # no level has held for min_regime windows, and the latest have not come back
+    elif exc >= 0 and (
+        s.boundary[0] - exc >= p.min_regime or (cur < 0 and s.t[0] - s.boundary[0] + 1 >= p.min_regime)
+    ):
+        # no level has held for min_regime windows, and the latest have not come back (before
+        # the first regime there is nothing to come back to, and a series that moves from
+        # its start may be one segment that the change test never ends)
         r = _match(s, p, s.cand_sums[latest], s.cand_ref[latest], noise, level)  # level: the latest's
         if cur < 0 or r != cur:
             _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
@@ -912,28 +1038,21 @@ def _learn_level(s: KernelState, p: KernelParams, noise: np.ndarray) -> None:
 
 @njit(cache=True, nogil=True, inline="always")
 def _step(
-    s: KernelState,
-    p: KernelParams,
-    y: np.ndarray,
-    count_var: np.ndarray,
-    totals: np.ndarray,
-    noise: np.ndarray,
-    level: np.ndarray,
-    log: ChangeLog,
+    s: KernelState, p: KernelParams, y: np.ndarray, count_var: np.ndarray, w: Scratch, log: ChangeLog
 ) -> None:
     """Learn one window: noise, change test, regimes (its label is the regime in force
     once it is learnt)."""
-    _learn_noise(s, p, y, noise)
+    _learn_noise(s, p, y, w.noise, w.lag, w.ar)
     _open_candidate(s, p, y)
-    best = _extend_candidates(s, p, y, count_var, noise, totals)
-    best = _prune_candidates(s, p, totals, best)
-    s.best_cost[0] = totals[best] + p.penalty
+    best = _extend_candidates(s, p, y, w.lag, count_var, w.noise, w.ar, w.totals)
+    best = _prune_candidates(s, p, w.totals, best)
+    s.best_cost[0] = w.totals[best] + p.penalty
     t = s.t[0]
     start = s.cand_start[best]
     if start > s.boundary[0] and t - start + 1 >= p.dwell:
-        _judge_new_segment(s, p, best, noise, level)
-    _settle(s, p, _slot_of(s, start), noise, level, log)
-    _learn_level_spread(s, p, y, noise)
+        _judge_new_segment(s, p, best, w.noise, w.level)
+    _settle(s, p, _slot_of(s, start), w.noise, w.level, log)
+    _learn_level_spread(s, p, y, w.noise)
     k = t - log.t0[0]
     if 0 <= k < log.labels.shape[0]:
         log.labels[k] = s.current[0]
@@ -942,26 +1061,18 @@ def _step(
 
 @njit(cache=True, nogil=True, inline="always")
 def _release(
-    s: KernelState,
-    p: KernelParams,
-    y: np.ndarray,
-    count_var: np.ndarray,
-    buf: np.ndarray,
-    totals: np.ndarray,
-    noise: np.ndarray,
-    level: np.ndarray,
-    log: ChangeLog,
+    s: KernelState, p: KernelParams, y: np.ndarray, count_var: np.ndarray, w: Scratch, log: ChangeLog
 ) -> None:
     """Learn the window held back, now that ``y`` follows it: a feature that left the level
     and is back in ``y`` was a one-window dip (or spike) and is learnt as missing; one
     that stays away moved with a change, and is learnt as it was."""
-    _off_level(s, p, y, count_var, buf)  # buf: is y off the level the held window left?
+    _off_level(s, p, y, count_var, w.off)  # is y off the level the held window left?
     row = s.pend_y.copy()
     for j in range(row.shape[0]):
-        if s.pend_off[j] == 1 and buf[j] == 0:
+        if s.pend_off[j] == 1 and w.off[j] == 0:
             row[j] = np.nan
     s.pending[0] = 0
-    _step(s, p, row, s.pend_v, totals, noise, level, log)
+    _step(s, p, row, s.pend_v, w, log)
 
 
 @njit(cache=True, nogil=True)
@@ -985,20 +1096,25 @@ def run(
         t0=np.full(1, s.t[0] + s.pending[0], dtype=np.int64),
     )
     online = np.full(n, -1, dtype=np.int64)
-    totals = np.empty(s.cand_start.shape[0])
-    noise = np.empty(x.shape[1])
-    level = np.empty(x.shape[1])
-    off = np.zeros(x.shape[1], dtype=np.int64)
+    d = x.shape[1]
+    w = Scratch(
+        noise=np.empty(d),
+        ar=np.empty(d),
+        lag=np.empty(d),
+        level=np.empty(d),
+        totals=np.empty(s.cand_start.shape[0]),
+        off=np.zeros(d, dtype=np.int64),
+    )
     for i in range(n):
         if s.pending[0] == 1:
-            _release(s, p, x[i], count_var[i], off, totals, noise, level, log)
-        if _off_level(s, p, x[i], count_var[i], off):
+            _release(s, p, x[i], count_var[i], w, log)
+        if _off_level(s, p, x[i], count_var[i], w.off):
             s.pending[0] = 1
             s.pend_y[:] = x[i]
             s.pend_v[:] = count_var[i]
-            s.pend_off[:] = off
+            s.pend_off[:] = w.off
         else:
-            _step(s, p, x[i], count_var[i], totals, noise, level, log)
+            _step(s, p, x[i], count_var[i], w, log)
         online[i] = s.current[0]
     for k in range(max(s.t[0] - log.t0[0], 0), n):  # the window held back, if any
         log.labels[k] = s.current[0]

@@ -25,7 +25,7 @@ The detector is a river :class:`~river.base.Clusterer`, so it composes in river 
 >>> frame = parsplice_like_frame(n_windows=1000, seed=1)  # read as windows of 10 s
 >>> history = OnlineRegimeDetector(window_s=10.0).detect(frame)
 >>> [(s.regime_id, s.start_window) for s in history.segments]
-[(0, 0), (1, 147), (2, 248), (3, 600)]
+[(0, 0), (1, 147), (2, 247), (3, 600)]
 """
 
 from __future__ import annotations
@@ -56,13 +56,16 @@ from regimetune.regimes.params import DetectorParams
 #: line-test kernel's (before the change test was a penalised likelihood); they cannot be
 #: converted and are refused with a message that says what to do. Later formats load, with
 #: the kernel state added since their version at its initial value (:data:`_ADDED_IN`).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 #: Kernel state and the format that added it: format 4 the window held back (the dip test)
-#: and the run of segments at one level, format 5 the line a transition left at a jump.
-_ADDED_IN = dict.fromkeys(("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats"), 4) | {
-    "exc_line": 5,
-    "last_line": 5,
-}
+#: and the run of segments at one level, format 5 the line a transition left at a jump,
+#: format 6 the noise's autocorrelation (and lag columns in the segment sums, which
+#: earlier states load without: :func:`~regimetune.regimes._segmenter.widen_sums`).
+_ADDED_IN = (
+    dict.fromkeys(("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats"), 4)
+    | dict.fromkeys(("exc_line", "last_line"), 5)
+    | dict.fromkeys(("diff_last", "diff_mean", "diff_var", "diff_cov"), 6)
+)
 _D = DetectorParams()
 
 
@@ -187,6 +190,15 @@ class OnlineRegimeDetector(base.Clusterer):
             )
             for r in range(int(s.n_regimes[0]))
         ]
+
+    @property
+    def noise_ar1(self) -> dict[str, float]:
+        """Each feature's noise as the change test models it, its AR(1) coefficient: 0 for
+        white noise, 1 for a random walk (a series that wanders is not cut at every turn)."""
+        if not self._started():
+            return {}
+        phi = _segmenter.ar_coefficients(self._state, self._kp)
+        return {name: float(v) for name, v in zip(self.feature_names_, phi, strict=True)}
 
     @property
     def transitions(self) -> list[int]:
@@ -333,6 +345,8 @@ class OnlineRegimeDetector(base.Clusterer):
                     loaded[name] = arr
                     continue
                 a = np.asarray(state["kernel"][name], dtype=arr.dtype)
+                if name == "cand_sums" and version < 6:
+                    a = _segmenter.widen_sums(a)
                 if a.shape != arr.shape:
                     raise InputError(f"detector state {name!r} has shape {a.shape}, expected {arr.shape}")
                 loaded[name] = np.ascontiguousarray(a)
@@ -375,7 +389,7 @@ def detect_series(
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
-    [(None, 0, 0), (0, 1, 100)]
+    [(None, 0, 0), (0, 1, 99)]
     """
     x = np.asarray(values, dtype=np.float64)
     if counters:

@@ -32,7 +32,8 @@ MIN_WINDOWS = 2
 class DetectorParams:
     """Parameters of :class:`~regimetune.regimes.OnlineRegimeDetector`.
 
-    The change test is a penalised likelihood (online PELT over lines with Gaussian noise);
+    The change test is a penalised likelihood (online PELT over lines with AR(1) noise, its
+    coefficient learnt per feature from the stream: no parameter);
     regimes are clusters of the segments it finds. Each parameter means something a person
     can check on a trace:
 
@@ -51,7 +52,8 @@ class DetectorParams:
         A segment returns to a known regime only when its mean is consistent with the
         regime's level at this significance (chi-square over the features); else it is new.
     ``noise_half_life_s``
-        Memory of the noise learnt from first differences (s).
+        Memory of the noise learnt from first differences (s), and of their mean, about
+        which their autocorrelation is learnt (so a decline's trend is not read as one).
     ``noise_clip``
         A first difference beyond this many standard deviations of the noise counts as
         this many (a dip or a step is not noise); a window that leaves the level by more is
