@@ -24,7 +24,8 @@ tuning). Methods:
   default lambda), a change point where the MAP run length drops;
 * ``ours``: ``regimetune.regimes.detect_series`` on the raw values with its defaults: a
   row read as ``SERIES_STEP_S`` seconds, a column that never decreases (RunLog's distance)
-  read as its increase per row.
+  read as its increase per row, each column's noise AR(1) with its coefficient learnt
+  (``noise_model="auto"``: series are read so).
 
 Calibration against the issue's figures (mean F1 / cover on the seven series), which this
 setting reproduces: zero 0.483 / 0.384 (exact), BinSeg 0.637 / 0.637 (exact), ADWIN

@@ -253,15 +253,29 @@ def test_the_noise_autocorrelation_is_learnt_under_a_trend(phi: float) -> None:
     assert det.noise_ar1["load"] == pytest.approx(phi, abs=0.1)
 
 
-def test_autocorrelated_noise_is_not_cut_into_regimes() -> None:
+@pytest.mark.parametrize(("noise_model", "least", "most"), [("auto", 9, 12), ("ar1", 9, 12), ("white", 0, 6)])
+def test_autocorrelated_noise_is_not_cut_into_regimes(noise_model: str, least: int, most: int) -> None:
     # AR(1) noise wanders for tens of rows at a time; only the step at row 300 is a change.
-    # Read as white noise, its wandering made extra regimes in 4 of the first 5 series.
+    # A series is read with AR(1) noise by default; read as white noise, its wandering makes
+    # extra regimes in most of these series
     right = 0
     for seed in range(12):
         x = _ar1(0.6, 600, np.random.default_rng(seed)) + np.r_[np.zeros(300), np.full(300, 4.0)]
-        changes = detect_series(x).changes
+        changes = detect_series(x, params=DetectorParams(noise_model=noise_model)).changes
         right += len(changes) == 2 and abs(changes[1].at_window - 300) <= 5
-    assert right >= 9
+    assert least <= right <= most
+
+
+def test_trace_windows_are_read_with_white_noise_and_series_with_ar1() -> None:
+    frame = steps((0, 200), (2, 200), seed=3)
+    det = OnlineRegimeDetector(window_s=10.0)
+    det.detect(frame)
+    assert set(det.noise_ar1.values()) == {0.0}  # "auto": trace windows are counts, white
+    det = OnlineRegimeDetector(window_s=10.0, noise_model="ar1")
+    det.detect(frame)
+    assert max(det.noise_ar1.values()) > 0.0
+    with pytest.raises(InputError, match="noise_model"):
+        OnlineRegimeDetector(noise_model="pink").detect(frame)
 
 
 @pytest.mark.parametrize("seed", range(6))

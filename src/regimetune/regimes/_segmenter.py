@@ -77,6 +77,7 @@ class KernelParams(NamedTuple):
     noise_floor: float  # the noise is at least this share of a feature's magnitude
     drift_weight: float  # smallest step with which a steady regime's level follows its windows
     max_regimes: int
+    ar_noise: bool  # the noise is AR(1), its coefficient learnt; else white
     recent: int  # newest candidates always kept
     best: int  # cheapest older candidates kept
 
@@ -283,8 +284,8 @@ def _learn_autocorrelation(s: KernelState, j: int, diff: float, lam_mean: float,
 def _autocorrelation(s: KernelState, p: KernelParams, j: int) -> float:
     """Feature ``j``'s noise as AR(1), its coefficient ``phi`` in [0, 1]: the first
     differences of AR(1) noise have lag-one correlation ``-(1 - phi) / 2`` (white noise
-    -1/2, a random walk 0). Zero until ``dwell`` differences are learnt."""
-    if s.noise_n[0] < p.dwell or s.diff_var[j] <= 0.0:
+    -1/2, a random walk 0). Zero for white noise, and until ``dwell`` differences are learnt."""
+    if not p.ar_noise or s.noise_n[0] < p.dwell or s.diff_var[j] <= 0.0:
         return 0.0
     return min(max(1.0 + 2.0 * s.diff_cov[j] / s.diff_var[j], 0.0), 1.0)
 
@@ -917,20 +918,16 @@ def _held_since(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _between(p: KernelParams, stats: np.ndarray, old: np.ndarray, new: np.ndarray, noise: np.ndarray) -> bool:
+def _between(stats: np.ndarray, old: np.ndarray, new: np.ndarray, noise: np.ndarray) -> bool:
     """Does the mean of ``stats`` (windows, sum, sum of squares per feature) lie between the
-    levels ``old`` and ``new``, projected on the line from one to the other in noise units,
-    within what the noise of that mean allows (chi-square ``match_chi2``: a ramp that
-    reached the new level at once lies at its end)?"""
-    along, span, spread = 0.0, 0.0, 0.0
+    levels ``old`` and ``new``, projected on the line from one to the other in noise units?"""
+    along, span = 0.0, 0.0
     for j in range(stats.shape[0]):
         if stats[j, 0] >= 1.0 and not (np.isnan(old[j]) or np.isnan(new[j])):
             w = 1.0 / max(noise[j], 1e-12)
             along += (stats[j, 1] / stats[j, 0] - old[j]) * (new[j] - old[j]) * w
             span += (new[j] - old[j]) ** 2 * w
-            spread += (new[j] - old[j]) ** 2 * w / stats[j, 0]
-    tol = np.sqrt(p.match_chi2 * spread)
-    return span > 0.0 and -tol <= along <= span + tol
+    return span > 0.0 and 0.0 <= along <= span
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -966,7 +963,7 @@ def _on_level(
     if exc >= 0 and at - exc >= p.min_regime:
         _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
     elif exc >= 0 and (
-        cur < 0 or (s.reg_kind[cur] == STEADY and _between(p, s.exc_first, s.reg_level[cur], level, noise))
+        cur < 0 or (s.reg_kind[cur] == STEADY and _between(s.exc_first, s.reg_level[cur], level, noise))
     ):
         at = exc  # a short ramp belongs to the level it led to
     if (
@@ -1006,11 +1003,12 @@ def _settle(
     if since >= 0:
         _on_level(s, p, latest, since, noise, level, log)
     elif exc >= 0 and (
-        s.boundary[0] - exc >= p.min_regime or (cur < 0 and s.t[0] - s.boundary[0] + 1 >= p.min_regime)
+        s.boundary[0] - exc >= p.min_regime
+        or (p.ar_noise and cur < 0 and s.t[0] - s.boundary[0] + 1 >= p.min_regime)
     ):
         # no level has held for min_regime windows, and the latest have not come back (before
-        # the first regime there is nothing to come back to, and a series that moves from
-        # its start may be one segment that the change test never ends)
+        # the first regime there is nothing to come back to; under AR(1) noise a series that
+        # wanders from its start may be one segment the change test never ends)
         r = _match(s, p, s.cand_sums[latest], s.cand_ref[latest], noise, level)  # level: the latest's
         if cur < 0 or r != cur:
             _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)

@@ -25,7 +25,7 @@ The detector is a river :class:`~river.base.Clusterer`, so it composes in river 
 >>> frame = parsplice_like_frame(n_windows=1000, seed=1)  # read as windows of 10 s
 >>> history = OnlineRegimeDetector(window_s=10.0).detect(frame)
 >>> [(s.regime_id, s.start_window) for s in history.segments]
-[(0, 0), (1, 147), (2, 247), (3, 600)]
+[(0, 0), (1, 147), (2, 248), (3, 600)]
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ class OnlineRegimeDetector(base.Clusterer):
         max_regimes: int = _D.max_regimes,
         window_s: float | None = _D.window_s,
         features: tuple[str, ...] = _D.features,
+        noise_model: str = _D.noise_model,
         candidates: int = _D.candidates,
     ) -> None:
         self.regime_s = regime_s
@@ -107,6 +108,7 @@ class OnlineRegimeDetector(base.Clusterer):
         self.max_regimes = max_regimes
         self.window_s = window_s
         self.features = features
+        self.noise_model = noise_model
         self.candidates = candidates
 
     @classmethod
@@ -152,7 +154,9 @@ class OnlineRegimeDetector(base.Clusterer):
         and the feature extractor's growth lag (neither is state: both may change after
         the first window, whose length may be partial)."""
         self.window_s_ = float(window_s)
-        self._kp = self.params.kernel(window_s=self.window_s_, n_features=len(self.feature_names_))
+        self._kp = self.params.kernel(
+            window_s=self.window_s_, n_features=len(self.feature_names_), series=self._fx is None
+        )
         if self._fx is not None:
             self._fx.lag = self.params.growth_lag(self.window_s_)
 
@@ -389,7 +393,7 @@ def detect_series(
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
-    [(None, 0, 0), (0, 1, 99)]
+    [(None, 0, 0), (0, 1, 100)]
     """
     x = np.asarray(values, dtype=np.float64)
     if counters:

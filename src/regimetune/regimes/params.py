@@ -23,6 +23,8 @@ from regimetune.regimes.features import DEFAULT_FEATURES, FEATURES
 if TYPE_CHECKING:
     from regimetune.regimes._segmenter import KernelParams
 
+#: The change test's noise models (see ``DetectorParams.noise_model``).
+NOISE_MODELS = ("auto", "white", "ar1")
 #: Windows below which no duration is taken, whatever the window length: a segment needs
 #: two windows to show a level and its noise.
 MIN_WINDOWS = 2
@@ -32,8 +34,8 @@ MIN_WINDOWS = 2
 class DetectorParams:
     """Parameters of :class:`~regimetune.regimes.OnlineRegimeDetector`.
 
-    The change test is a penalised likelihood (online PELT over lines with AR(1) noise, its
-    coefficient learnt per feature from the stream: no parameter);
+    The change test is a penalised likelihood (online PELT over lines with white or AR(1)
+    noise, see ``noise_model``);
     regimes are clusters of the segments it finds. Each parameter means something a person
     can check on a trace:
 
@@ -75,6 +77,12 @@ class DetectorParams:
     ``features``
         Window features (names of :data:`~regimetune.regimes.features.FEATURES`) of trace
         windows; series and ``learn_one`` use their own columns.
+    ``noise_model``
+        ``"white"``: each window's noise is independent of the last (the features of trace
+        windows, counts over disjoint windows, whose wandering the regime layer allows for);
+        ``"ar1"``: AR(1) noise, its coefficient learnt per feature from the stream (exported
+        metrics and prices wander: read as white noise they are cut at every turn);
+        ``"auto"``: white for trace windows, AR(1) for series and ``learn_one`` rows.
     ``candidates``
         Segment starts kept by the change test beyond the committed one, half the newest,
         half the cheapest (a bound on time and memory per window, not a statistical knob).
@@ -92,6 +100,7 @@ class DetectorParams:
     max_regimes: int = 16
     window_s: float | None = None
     features: tuple[str, ...] = DEFAULT_FEATURES
+    noise_model: str = "auto"
     candidates: int = 32
 
     def __post_init__(self) -> None:
@@ -114,6 +123,8 @@ class DetectorParams:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
+        if self.noise_model not in NOISE_MODELS:
+            raise InputError(f"noise_model must be one of {list(NOISE_MODELS)}, got {self.noise_model!r}")
         if self.min_regime_s < self.dwell_s:
             raise InputError("min_regime_s must be at least dwell_s")
         names = tuple(self.features)
@@ -159,6 +170,8 @@ class DetectorParams:
             try:
                 if isinstance(default, tuple):
                     d[name] = tuple(v.strip() for v in text.split(",") if v.strip())
+                elif isinstance(default, str):
+                    d[name] = text.strip()
                 elif isinstance(default, int) and not isinstance(default, bool):
                     d[name] = int(text)
                 else:
@@ -174,8 +187,9 @@ class DetectorParams:
     def growth_lag(self, window_s: float) -> int:
         return max(1, round(self.growth_lag_s / window_s))
 
-    def kernel(self, *, window_s: float, n_features: int) -> KernelParams:
-        """The parameters in windows and nats for windows of ``window_s`` seconds."""
+    def kernel(self, *, window_s: float, n_features: int, series: bool = False) -> KernelParams:
+        """The parameters in windows and nats for windows of ``window_s`` seconds (of a
+        series' rows, with ``series``: it decides the ``"auto"`` noise model)."""
         # imported here: the service's settings hold these parameters, and reading them
         # needs neither scipy nor the compiled kernel
         from scipy.stats import chi2
@@ -197,6 +211,7 @@ class DetectorParams:
             noise_floor=self.noise_floor,
             drift_weight=1.0 - 0.5 ** (window_s / self.drift_half_life_s),
             max_regimes=self.max_regimes,
+            ar_noise=self.noise_model == "ar1" or (self.noise_model == "auto" and series),
             recent=self.candidates // 2,
             best=self.candidates - self.candidates // 2,
         )
