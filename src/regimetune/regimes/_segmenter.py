@@ -9,10 +9,11 @@ feature of a segment is a line plus AR(1) noise: given the window before, ``y - 
 y_lag`` is a line plus Gaussian noise of the segment's own variance, shrunk towards a floor
 by ``dwell`` windows' worth of it: the larger of the noise learnt from first differences
 and the Poisson variance of the counts behind a log-count feature (1 active key against 2
-is noise). ``phi`` is each feature's, learnt over the whole stream from the correlation of
-consecutive first differences about their recent mean (-1/2 for white noise, 0 for a
-random walk), so a series that wanders is not cut at every turn and one with white noise
-is judged as before. A segment's cost is its negative log-likelihood; a
+is noise). With ``ar_noise``, ``phi`` is each feature's, learnt over the whole stream from
+the correlation of consecutive first differences about their recent mean (-1/2 for white
+noise, 0 for a random walk), so a series that wanders is not cut at every turn; without
+it ``phi`` is 0 (white noise: the line through the values themselves). A segment's cost
+is its negative log-likelihood; a
 change costs ``penalty`` nats (BIC: ``(3 d + 1) / 2 log n`` for a new level, slope and
 variance per feature and the change's position, ``n`` the windows of a typical regime). Every
 window opens a candidate segment start; the best partition of all windows so far ends
