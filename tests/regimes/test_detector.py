@@ -245,7 +245,7 @@ def _ar1(phi: float, n: int, rng: np.random.Generator) -> np.ndarray:
 
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.8, 1.0])
 def test_the_noise_autocorrelation_is_learnt_under_a_trend(phi: float) -> None:
-    det = OnlineRegimeDetector()
+    det = OnlineRegimeDetector(noise_model="ar1")
     # a steady trend is not autocorrelation: the differences are centred on their mean
     x = _ar1(phi, 3000, np.random.default_rng(0)) + 0.5 * np.arange(3000)
     for v in x:
@@ -253,10 +253,10 @@ def test_the_noise_autocorrelation_is_learnt_under_a_trend(phi: float) -> None:
     assert det.noise_ar1["load"] == pytest.approx(phi, abs=0.1)
 
 
-@pytest.mark.parametrize(("noise_model", "least", "most"), [("auto", 9, 12), ("ar1", 9, 12), ("white", 0, 6)])
+@pytest.mark.parametrize(("noise_model", "least", "most"), [("ar1", 9, 12), ("white", 0, 6)])
 def test_autocorrelated_noise_is_not_cut_into_regimes(noise_model: str, least: int, most: int) -> None:
     # AR(1) noise wanders for tens of rows at a time; only the step at row 300 is a change.
-    # A series is read with AR(1) noise by default; read as white noise, its wandering makes
+    # Read with the AR(1) model, it is found alone; read as white noise, the wandering makes
     # extra regimes in most of these series
     right = 0
     for seed in range(12):
@@ -266,11 +266,11 @@ def test_autocorrelated_noise_is_not_cut_into_regimes(noise_model: str, least: i
     assert least <= right <= most
 
 
-def test_trace_windows_are_read_with_white_noise_and_series_with_ar1() -> None:
+def test_the_noise_is_white_unless_told() -> None:
     frame = steps((0, 200), (2, 200), seed=3)
     det = OnlineRegimeDetector(window_s=10.0)
     det.detect(frame)
-    assert set(det.noise_ar1.values()) == {0.0}  # "auto": trace windows are counts, white
+    assert set(det.noise_ar1.values()) == {0.0}
     det = OnlineRegimeDetector(window_s=10.0, noise_model="ar1")
     det.detect(frame)
     assert max(det.noise_ar1.values()) > 0.0
@@ -280,12 +280,12 @@ def test_trace_windows_are_read_with_white_noise_and_series_with_ar1() -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_a_series_that_moves_from_its_first_row_has_a_regime(seed: int) -> None:
-    # a random walk with a steady drift (UK coal employment, a price) is one moving segment
+    # under AR(1) noise, a random walk with a steady drift (a price) is one moving segment
     # that the change test may never end; before any regime there is nothing to come back
     # to, so once such a segment has lasted min_regime_s it is a transition (without that,
     # 4 of these 6 series ended with no regime at all)
     x = 100.0 - 0.5 * np.arange(120) + _ar1(1.0, 120, np.random.default_rng(seed))
-    h = detect_series(x, step_s=30.0)  # min_regime_s = 30 rows
+    h = detect_series(x, step_s=30.0, params=DetectorParams(noise_model="ar1"))  # 30 rows a regime
     assert (h.changes[0].from_id, h.changes[0].at_window) == (None, 0)
     assert (h.labels >= 0).all()
 

@@ -154,9 +154,7 @@ class OnlineRegimeDetector(base.Clusterer):
         and the feature extractor's growth lag (neither is state: both may change after
         the first window, whose length may be partial)."""
         self.window_s_ = float(window_s)
-        self._kp = self.params.kernel(
-            window_s=self.window_s_, n_features=len(self.feature_names_), series=self._fx is None
-        )
+        self._kp = self.params.kernel(window_s=self.window_s_, n_features=len(self.feature_names_))
         if self._fx is not None:
             self._fx.lag = self.params.growth_lag(self.window_s_)
 
