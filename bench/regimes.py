@@ -9,7 +9,8 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    ``--hours`` long, 256 workers, at 10-s and 60-s windows. Figures per preset and window:
    ARI, change-point F1 at 2 % of the run, A -> B -> A reversals, false changes per hour
    (stationary), and the regime count at 10 s against 60 s. Methods: ``online``
-   (:class:`OnlineRegimeDetector`), ``pelt`` (ruptures PELT, l2 on the z-scored features
+   (:class:`OnlineRegimeDetector`), ``online_ar1`` (the same with ``noise_model="ar1"``, an
+   option), ``pelt`` (ruptures PELT, l2 on the z-scored features
    with ``3 d log n``, the TCPD bench's setting) and ``paper`` (:func:`paper_kmeans`).
 2. **TCPD**: :func:`bench.tcpd.run_tcpd` (F1 and cover, margin 5, every annotator) for
    ours and every baseline; the series score, they never tuned anything.
@@ -29,10 +30,12 @@ The last line printed is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +65,8 @@ def _reversals(ids: list[int]) -> int:
     return sum(1 for i in range(2, len(ids)) if ids[i] == ids[i - 2])
 
 
-def _online(frame: WindowFrame) -> tuple[np.ndarray, list[int]]:
-    h = OnlineRegimeDetector().detect(frame)
+def _online(frame: WindowFrame, noise_model: str = "white") -> tuple[np.ndarray, list[int]]:
+    h = OnlineRegimeDetector(noise_model=noise_model).detect(frame)
     return h.labels, [c.to_id for c in h.changes]
 
 
@@ -83,7 +86,12 @@ def _paper(frame: WindowFrame) -> tuple[np.ndarray, list[int]]:
     return labels, [int(v) for v in labels[np.r_[True, labels[1:] != labels[:-1]]]]
 
 
-METHODS = {"online": _online, "pelt": _pelt, "paper": _paper}
+METHODS: dict[str, Callable[[WindowFrame], tuple[np.ndarray, list[int]]]] = {
+    "online": _online,
+    "online_ar1": functools.partial(_online, noise_model="ar1"),  # an option, not a default
+    "pelt": _pelt,
+    "paper": _paper,
+}
 
 
 def generated(seeds: range, hours: float) -> dict[str, Any]:
