@@ -247,7 +247,6 @@ def _learn_noise(
         lag[j] = s.prev_y[j]
         if np.isnan(y[j]):  # a missing value: nothing to learn
             noise[j] = max(s.noise_var[j], _noise_floor(s, p, j))
-            ar[j] = _autocorrelation(s, p, j)
             continue
         s.magnitude[j] += (abs(y[j]) - s.magnitude[j]) * lam
         floor = _noise_floor(s, p, j)
@@ -262,8 +261,8 @@ def _learn_noise(
             s.noise_var[j] += (half_sq - s.noise_var[j]) * lam
             _learn_autocorrelation(s, j, diff, lam, 1.0 / (n + 1.0))
         noise[j] = max(s.noise_var[j], floor)
-        ar[j] = _autocorrelation(s, p, j)
         s.prev_y[j] = y[j]
+    _ar_in_force(s, p, ar)
     if s.t[0] > 0:
         s.noise_n[0] = n + 1
 
@@ -291,13 +290,18 @@ def _autocorrelation(s: KernelState, p: KernelParams, j: int) -> float:
     return min(max(1.0 + 2.0 * s.diff_cov[j] / s.diff_var[j], 0.0), 1.0)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _ar_in_force(s: KernelState, p: KernelParams, ar: np.ndarray) -> None:
+    """Each feature's AR(1) coefficient in force (:func:`_autocorrelation`) into ``ar``."""
+    for j in range(ar.shape[0]):
+        ar[j] = _autocorrelation(s, p, j)
+
+
 @njit(cache=True, nogil=True)
 def ar_coefficients(s: KernelState, p: KernelParams) -> np.ndarray:
     """Each feature's AR(1) coefficient of the noise as the change test uses it now."""
-    d = s.prev_y.shape[0]
-    out = np.empty(d)
-    for j in range(d):
-        out[j] = _autocorrelation(s, p, j)
+    out = np.empty(s.prev_y.shape[0])
+    _ar_in_force(s, p, out)
     return out
 
 
@@ -322,10 +326,12 @@ def _off_level(
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _floor_variance(noise: np.ndarray, sums: np.ndarray, j: int) -> float:
+def _floor_variance(noise: np.ndarray, sums: np.ndarray, j: int, phi: float) -> float:
     """The least variance feature ``j`` can have over a segment: the learnt noise, and the
-    mean variance its counts imply."""
-    return max(noise[j], sums[j, 6] / max(sums[j, 0], 1.0))
+    mean variance its counts imply; of the innovations ``y - phi y_lag`` under AR(1) noise
+    with coefficient ``phi`` (white noise of variance v leaves v (1 + phi) about the
+    predecessor, and the counts' variance enters twice)."""
+    return max(noise[j] * (1.0 + phi), sums[j, 6] / max(sums[j, 0], 1.0) * (1.0 + phi * phi))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -339,7 +345,7 @@ def _variance(p: KernelParams, noise: np.ndarray, sums: np.ndarray, j: int) -> f
 
 @njit(cache=True, nogil=True, inline="always")
 def _shrunk(p: KernelParams, noise: np.ndarray, sums: np.ndarray, j: int, rss: float) -> float:
-    return _shrink(p, rss, sums[j, 0], _floor_variance(noise, sums, j))
+    return _shrink(p, rss, sums[j, 0], _floor_variance(noise, sums, j, 0.0))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -412,10 +418,7 @@ def _segment_cost(p: KernelParams, noise: np.ndarray, ar: np.ndarray, sums: np.n
         sm[4] - phi * sm[10],
         sm[5] - 2.0 * phi * sm[9] + phi * phi * sm[8],
     )[1]
-    # white noise of variance v has innovations of variance v (1 + phi) about the
-    # predecessor; counts' variance enters twice
-    floor = max(noise[j] * (1.0 + phi), sm[6] / max(n, 1.0) * (1.0 + phi * phi))
-    var = _shrink(p, rss, n, floor)
+    var = _shrink(p, rss, n, _floor_variance(noise, sums, j, phi))
     return 0.5 * (n * np.log(var) + rss / var)
 
 
