@@ -8,8 +8,10 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    (``parsplice``, ``fast-decay``, ``stationary``),
    ``--hours`` long, 256 workers, at 10-s and 60-s windows. Figures per preset and window:
    ARI, change-point F1 at 2 % of the run, A -> B -> A reversals, false changes per hour
-   (stationary), and the regime count at 10 s against 60 s. Methods: ``online``
-   (:class:`OnlineRegimeDetector`), ``online_ar1`` (the same with ``noise_model="ar1"``, an
+   (stationary), the regime count at 10 s against 60 s, and for the online methods the
+   minutes until each true boundary was known (median per boundary; the service runs the
+   old policy until then). Methods: ``online`` (:class:`OnlineRegimeDetector`; white
+   noise on trace windows), ``online_ar1`` (the same with ``noise_model="ar1"``, an
    option), ``pelt`` (ruptures PELT, l2 on the z-scored features
    with ``3 d log n``, the TCPD bench's setting) and ``paper`` (:func:`paper_kmeans`).
 2. **TCPD**: :func:`bench.tcpd.run_tcpd` (F1 and cover, margin 5, every annotator) for
@@ -37,7 +39,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import ruptures as rpt
@@ -65,12 +67,28 @@ def _reversals(ids: list[int]) -> int:
     return sum(1 for i in range(2, len(ids)) if ids[i] == ids[i - 2])
 
 
-def _online(frame: WindowFrame, noise_model: str = "white") -> tuple[np.ndarray, list[int]]:
+class Found(NamedTuple):
+    labels: np.ndarray  # the regime of each window
+    ids: list[int]  # the regimes in the order they were entered
+    confirmed: dict[int, int]  # an online method's changes: first window -> window it was known at
+
+
+def _online(frame: WindowFrame, noise_model: str = "auto") -> Found:
     h = OnlineRegimeDetector(noise_model=noise_model).detect(frame)
-    return h.labels, [c.to_id for c in h.changes]
+    return Found(h.labels, [c.to_id for c in h.changes], {c.at_window: c.confirmed_window for c in h.changes})
 
 
-def _pelt(frame: WindowFrame) -> tuple[np.ndarray, list[int]]:
+def _known_after(truth: np.ndarray, found: Found, margin: float, window_s: float) -> list[float]:
+    """Per true boundary, the minutes until the online detector knew of the change it dated
+    within ``margin`` windows of it (NaN: none): how long the service runs the old policy."""
+    out = []
+    for b in change_points(truth):
+        known = [k - b for at, k in found.confirmed.items() if at > 0 and abs(at - b) <= margin]
+        out.append(min(known) * window_s / 60.0 if known else float("nan"))
+    return out
+
+
+def _pelt(frame: WindowFrame) -> Found:
     x = FeatureExtractor(features=OnlineRegimeDetector().features).transform(frame)[1:]
     x = (x - x.mean(0)) / np.maximum(x.std(0, ddof=1), 1e-12)
     pen = 3 * x.shape[1] * np.log(len(x))
@@ -78,43 +96,45 @@ def _pelt(frame: WindowFrame) -> tuple[np.ndarray, list[int]]:
     labels = np.zeros(len(frame), dtype=np.int64)
     for i, b in enumerate(bkps, start=1):
         labels[b + 1 :] = i
-    return labels, list(range(len(bkps) + 1))
+    return Found(labels, list(range(len(bkps) + 1)), {})
 
 
-def _paper(frame: WindowFrame) -> tuple[np.ndarray, list[int]]:
+def _paper(frame: WindowFrame) -> Found:
     labels = np.maximum.accumulate(paper_kmeans(frame).labels)
-    return labels, [int(v) for v in labels[np.r_[True, labels[1:] != labels[:-1]]]]
+    return Found(labels, [int(v) for v in labels[np.r_[True, labels[1:] != labels[:-1]]]], {})
 
 
-METHODS: dict[str, Callable[[WindowFrame], tuple[np.ndarray, list[int]]]] = {
+METHODS: dict[str, Callable[[WindowFrame], Found]] = {
     "online": _online,
     "online_ar1": functools.partial(_online, noise_model="ar1"),  # an option, not a default
     "pelt": _pelt,
     "paper": _paper,
 }
+ONLINE = ("online", "online_ar1")  # methods that know a change some windows after it began
 
 
 def generated(seeds: range, hours: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for preset in PRESETS:
         for window in (10.0, 60.0):
-            rows: dict[str, list[dict[str, float]]] = {m: [] for m in METHODS}
+            rows: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
             for seed in seeds:
                 cfg = GeneratorConfig(duration_s=3600.0 * hours, workers=256, seed=seed, preset=preset)
                 frame = window_frame(generate(cfg), window_s=window)
                 truth = frame["label"]
+                margin = max(1.0, TOLERANCE * len(frame))
                 for name, fn in METHODS.items():
-                    labels, ids = fn(frame)
-                    cps = change_points(labels)
-                    margin = max(1.0, TOLERANCE * len(frame))
+                    found = fn(frame)
+                    cps = change_points(found.labels)
                     _, _, f1 = precision_recall_f1(change_points(truth), cps, margin=margin)
                     rows[name].append(
                         {
-                            "ari": ari(truth, labels) if len(set(truth.tolist())) > 1 else float("nan"),
+                            "ari": ari(truth, found.labels) if len(set(truth.tolist())) > 1 else float("nan"),
                             "f1": f1,
-                            "reversals": _reversals(ids),
+                            "reversals": _reversals(found.ids),
                             "changes_per_h": len(cps) / hours,
-                            "regimes": len(set(labels.tolist())),
+                            "regimes": len(set(found.labels.tolist())),
+                            "known_after_min": _known_after(truth, found, margin, window),
                         }
                     )
             for name, rs in rows.items():
@@ -128,6 +148,14 @@ def generated(seeds: range, hours: float) -> dict[str, Any]:
                     "changes_per_h": _mean([r["changes_per_h"] for r in rs]),
                     "regimes": [int(r["regimes"]) for r in rs],
                 }
+                if name not in ONLINE:
+                    continue
+                known = np.array([r["known_after_min"] for r in rs], dtype=float).reshape(len(rs), -1)
+                if known.shape[1]:  # per true boundary: median minutes to know it, runs that never did
+                    out[name][key]["known_after_min_median"] = [
+                        round(float(np.nanmedian(k)), 1) if np.isfinite(k).any() else None for k in known.T
+                    ]
+                    out[name][key]["never_known"] = [int(np.isnan(k).sum()) for k in known.T]
     for name in METHODS:
         m = out[name]
         out[name]["regime_count_10s_vs_60s"] = {

@@ -1,26 +1,30 @@
-"""How many seconds one row of a generic series stands for: the choice of ``SERIES_STEP_S``.
+"""How a generic series is read: the seconds one row stands for (``SERIES_STEP_S``) and its
+noise model (``noise_model="auto"`` reads series rows as AR(1)).
 
 A series (``detect --series``, :func:`regimetune.regimes.detect_series`) has no window
 length of its own when its time column holds a row index or yearly, monthly or daily dates;
 the detector's durations (``min_regime_s`` 900 s, ``regime_s`` 1800 s, ...) then count rows
-through the seconds a row is read as. This script chooses that scale on labelled series
-that are neither TCPD's (which score, never tune) nor our trace generator's: ruptures'
-piecewise-constant signals (``ruptures.pw_constant``), 100-800 rows, 1-3 columns, 1-5
-changes, level shifts of 1-10 in Gaussian noise of sd 0.5-3 around a level of 20, in three
-kinds of noise real metrics have:
+through the seconds a row is read as; and nobody vouches for its noise. This script chooses
+both on labelled series that are neither TCPD's (which score, never tune) nor our trace
+generator's: ruptures' piecewise-constant signals (``ruptures.pw_constant``), 100-800 rows,
+1-3 columns, 1-5 changes, level shifts of 1-10 in Gaussian noise of sd 0.5-3 around a level
+of 20, in three kinds of noise real metrics have:
 
 * ``const``: white noise;
 * ``ar``: AR(1) noise (phi 0.5): a metric that remembers its last value;
 * ``drift``: white noise plus a slow linear drift of up to a few noise sds over the series.
 
-Every candidate step and ruptures PELT (the TCPD bench's setting: l2 on the z-scored series,
-``3 d log n``) are scored with TCPD's F1 (margin 5) and cover, one annotator.
+Every step with either noise model, the defaults, and ruptures PELT (the TCPD bench's
+setting: l2 on the z-scored series, ``3 d log n``) are scored with TCPD's F1 (margin 5) and
+cover, one annotator. A setting replaces the defaults only if its F1 + cover beats theirs by
+more than two standard errors of the paired difference over the series.
 
-    nice .venv/bin/python bench/series_step.py                        # 150 series
+    nice .venv/bin/python bench/series_step.py                        # 300 series, ~40 min
     nice .venv/bin/python bench/series_step.py --series 30 --steps 10 60
 
 The last line printed is one JSON object: per method, the mean F1 and cover, overall and
-per kind of noise, and the chosen step (largest F1 + cover).
+per kind of noise, and its paired difference to the defaults (mean, standard error); the
+best setting and whether the defaults are kept.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tcpd import ours, pelt, standardise
 
 KINDS = ("const", "ar", "drift")
+DEFAULTS = "ours (defaults)"
 
 
 def labelled_series(seed: int) -> tuple[np.ndarray, list[int], str]:
@@ -64,12 +69,16 @@ def labelled_series(seed: int) -> tuple[np.ndarray, list[int], str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--series", type=int, default=150)
+    ap.add_argument("--series", type=int, default=300)
     ap.add_argument("--steps", type=float, nargs="+", default=[10.0, 30.0, 40.0, 50.0, 60.0, 75.0, 90.0])
+    ap.add_argument("--noise-models", nargs="+", default=["white", "ar1"], choices=["white", "ar1"])
     a = ap.parse_args()
     methods = {"pelt": lambda x: pelt(standardise(x))} | {
-        f"ours@{s:g}s": functools.partial(ours, step_s=s) for s in a.steps
+        f"ours:{m}@{s:g}s": functools.partial(ours, step_s=s, noise_model=m)
+        for m in a.noise_models
+        for s in a.steps
     }
+    methods[DEFAULTS] = ours
     scores: dict[str, dict[str, list[tuple[float, float]]]] = {m: {k: [] for k in KINDS} for m in methods}
     for seed in range(a.series):
         x, truth, kind = labelled_series(seed)
@@ -78,19 +87,33 @@ def main() -> None:
             ann = {"truth": truth}
             scores[name][kind].append((tcpd_f1(ann, cps, len(x)), tcpd_cover(ann, cps, len(x))))
     out: dict[str, Any] = {"series": a.series, "methods": {}}
+    paired = {m: np.array([f + c for k in KINDS for f, c in per[k]]) for m, per in scores.items()}
     for name, per in scores.items():
         every = [v for k in KINDS for v in per[k]]
         row = {"f1": float(np.mean([f for f, _ in every])), "cover": float(np.mean([c for _, c in every]))}
         row |= {
             k: [float(np.mean([f for f, _ in per[k]])), float(np.mean([c for _, c in per[k]]))] for k in KINDS
         }
+        diff = paired[name] - paired[DEFAULTS]
+        row["vs_defaults"] = [float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff)))]
         out["methods"][name] = row
         kinds = "  ".join(f"{k} {row[k][0]:.2f}/{row[k][1]:.2f}" for k in KINDS)
-        print(f"{name:12} F1 {row['f1']:.3f} cover {row['cover']:.3f}   {kinds}", flush=True)
-    steps = {m: r for m, r in out["methods"].items() if m.startswith("ours@")}
-    best = max(steps, key=lambda m: steps[m]["f1"] + steps[m]["cover"])
-    out["chosen_step_s"] = float(best.removeprefix("ours@").removesuffix("s"))
-    print(f"chosen: {best}")
+        d, se = row["vs_defaults"]
+        print(
+            f"{name:16} F1 {row['f1']:.3f} cover {row['cover']:.3f}   {kinds}   F1+cover vs defaults {d:+.3f} (se {se:.3f})",
+            flush=True,
+        )
+    # a setting replaces the defaults only if it beats them by more than two standard errors of
+    # the paired difference: a constant is not moved for a difference the series' noise makes
+    ours_rows = {m: r for m, r in out["methods"].items() if m.startswith("ours:")}
+    best = max(ours_rows, key=lambda m: ours_rows[m]["vs_defaults"][0])
+    d, se = ours_rows[best]["vs_defaults"]
+    out["best"] = best
+    out["defaults_kept"] = not d > 2.0 * se
+    print(
+        f"best: {best} ({d:+.3f}, se {se:.3f}); "
+        + ("defaults kept" if out["defaults_kept"] else "beats the defaults")
+    )
     print(json.dumps(out))
 
 

@@ -253,20 +253,38 @@ def test_the_noise_autocorrelation_is_learnt_under_a_trend(phi: float) -> None:
     assert det.noise_ar1["load"] == pytest.approx(phi, abs=0.1)
 
 
-@pytest.mark.parametrize(("noise_model", "least", "most"), [("ar1", 9, 12), ("white", 0, 6)])
-def test_autocorrelated_noise_is_not_cut_into_regimes(noise_model: str, least: int, most: int) -> None:
+def test_autocorrelated_noise_is_not_cut_into_regimes() -> None:
     # AR(1) noise wanders for tens of rows at a time; only the step at row 300 is a change.
-    # Read with the AR(1) model, it is found alone; read as white noise, the wandering makes
-    # extra regimes in most of these series
-    right = 0
+    # Read with the AR(1) model (the series default) the step is found with at most half the
+    # spurious changes that reading the wandering as white noise makes
+    found = {"ar1": 0, "white": 0}
+    spurious = {"ar1": 0, "white": 0}
     for seed in range(12):
         x = _ar1(0.6, 600, np.random.default_rng(seed)) + np.r_[np.zeros(300), np.full(300, 4.0)]
-        changes = detect_series(x, params=DetectorParams(noise_model=noise_model)).changes
-        right += len(changes) == 2 and abs(changes[1].at_window - 300) <= 5
-    assert least <= right <= most
+        for model in found:
+            rows = [
+                c.at_window for c in detect_series(x, params=DetectorParams(noise_model=model)).changes[1:]
+            ]
+            hit = any(abs(r - 300) <= 5 for r in rows)
+            found[model] += hit
+            spurious[model] += len(rows) - hit
+    assert found["ar1"] >= 10 and found["white"] >= 10
+    assert 2 * spurious["ar1"] <= spurious["white"], spurious
 
 
-def test_the_noise_is_white_unless_told() -> None:
+def test_the_series_default_reads_white_noise_as_white() -> None:
+    # a coefficient the stream cannot tell from 0 is 0: on white noise the AR(1) estimate
+    # (noisy, 0.3-0.8 over the first 50 rows unshrunk) is taken down by its standard error
+    for seed in range(6):
+        det = OnlineRegimeDetector()
+        det.detect_array(np.random.default_rng(seed).normal(20.0, 1.0, (400, 2)))
+        assert det.noise_model == "auto" and max(det.noise_ar1.values()) < 0.1
+    ar = OnlineRegimeDetector()
+    ar.detect_array(_ar1(0.6, 400, np.random.default_rng(0)))
+    assert ar.noise_ar1["x0"] > 0.35  # 0.6 less its standard error
+
+
+def test_trace_windows_are_read_with_white_noise_unless_told() -> None:
     frame = steps((0, 200), (2, 200), seed=3)
     det = OnlineRegimeDetector(window_s=10.0)
     det.detect(frame)
@@ -322,7 +340,7 @@ _AR = ("diff_last", "diff_mean", "diff_var", "diff_cov")
     [
         # format 3 had no window held back and no run of segments; format 4 no lines for a
         # transition's jumps; format 5 no autocorrelation of the noise, and no lag columns
-        # in the segment sums: they load without them
+        # in the segment sums; format 6 no difference before the latest: they load without them
         (
             3,
             (
@@ -335,10 +353,12 @@ _AR = ("diff_last", "diff_mean", "diff_var", "diff_cov")
                 "exc_line",
                 "last_line",
                 *_AR,
+                "diff_prev",
             ),
         ),
-        (4, ("exc_line", "last_line", *_AR)),
-        (5, _AR),
+        (4, ("exc_line", "last_line", *_AR, "diff_prev")),
+        (5, (*_AR, "diff_prev")),
+        (6, ("diff_prev",)),
     ],
 )
 def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str, ...]) -> None:
@@ -348,7 +368,8 @@ def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str
     state = det.to_state()
     earlier = {**state, "format_version": version}
     earlier["kernel"] = {k: v for k, v in state["kernel"].items() if k not in added}
-    earlier["kernel"]["cand_sums"] = np.asarray(state["kernel"]["cand_sums"])[..., :7].tolist()
+    if version < 6:
+        earlier["kernel"]["cand_sums"] = np.asarray(state["kernel"]["cand_sums"])[..., :7].tolist()
     old = OnlineRegimeDetector.from_state(earlier)
     assert old.current == det.current and old.n_seen == 350 - int(state["kernel"]["pending"][0])
     assert [r.id for r in old.regimes] == [r.id for r in det.regimes]

@@ -48,7 +48,7 @@ DetectorParamOpt = Annotated[
         help="Set one parameter of the online regime detector (repeatable), e.g. --param "
         "min_regime_s=300. Names: regime_s, dwell_s, min_regime_s, match_p, noise_half_life_s, "
         "noise_clip, noise_floor, drift_half_life_s, growth_lag_s, max_regimes, features, noise_model "
-        "(white or ar1), candidates "
+        "(auto, white or ar1), candidates "
         "(durations in seconds; the README's detector section says what each means).",
     ),
 ]

@@ -11,8 +11,9 @@ by ``dwell`` windows' worth of it: the larger of the noise learnt from first dif
 and the Poisson variance of the counts behind a log-count feature (1 active key against 2
 is noise). With ``ar_noise``, ``phi`` is each feature's, learnt over the whole stream from
 the correlation of consecutive first differences about their recent mean (-1/2 for white
-noise, 0 for a random walk), so a series that wanders is not cut at every turn; without
-it ``phi`` is 0 (white noise: the line through the values themselves). A segment's cost
+noise, 0 for a random walk), less ``ar_margin`` standard errors of that estimate, so a
+series that wanders is not cut at every turn and white noise reads 0; without it ``phi``
+is 0 (white noise: the line through the values themselves). A segment's cost
 is its negative log-likelihood; a
 change costs ``penalty`` nats (BIC: ``(3 d + 1) / 2 log n`` for a new level, slope and
 variance per feature and the change's position, ``n`` the windows of a typical regime). Every
@@ -79,6 +80,7 @@ class KernelParams(NamedTuple):
     drift_weight: float  # smallest step with which a steady regime's level follows its windows
     max_regimes: int
     ar_noise: bool  # the noise is AR(1), its coefficient learnt; else white
+    ar_margin: float  # standard errors taken off the AR(1) estimate (its one-sided bound)
     recent: int  # newest candidates always kept
     best: int  # cheapest older candidates kept
 
@@ -110,6 +112,7 @@ class KernelState(NamedTuple):
     noise_n: np.ndarray  # (1,) differences learnt
     # the noise's autocorrelation, from consecutive first differences (centred, clipped)
     diff_last: np.ndarray  # (d,) the latest first difference
+    diff_prev: np.ndarray  # (d,) the one before it
     diff_mean: np.ndarray  # (d,)
     diff_var: np.ndarray  # (d,)
     diff_cov: np.ndarray  # (d,) of consecutive differences
@@ -183,6 +186,7 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         noise_var=np.zeros(d),
         noise_n=one(0),
         diff_last=np.full(d, np.nan),
+        diff_prev=np.full(d, np.nan),
         diff_mean=np.zeros(d),
         diff_var=np.zeros(d),
         diff_cov=np.zeros(d),
@@ -271,12 +275,18 @@ def _learn_noise(
 def _learn_autocorrelation(s: KernelState, j: int, diff: float, lam_mean: float, lam: float) -> None:
     """Learn feature ``j``'s consecutive first differences: their recent mean (weight
     ``lam_mean``), and with weight ``lam`` their variance and lag-one covariance about it (so
-    a trend, even one that changes, is not mistaken for autocorrelation)."""
+    a trend, even one that changes, is not mistaken for autocorrelation). The mean a pair
+    is centred on takes in a difference two windows late, so it holds neither of the two
+    nor the neighbour of the earlier: white noise's differences correlate with their
+    neighbours, and a mean that held one would bias the coefficient up by about
+    ``lam_mean``."""
     dev = diff - s.diff_mean[j]
     if not np.isnan(s.diff_last[j]):
         s.diff_cov[j] += ((s.diff_last[j] - s.diff_mean[j]) * dev - s.diff_cov[j]) * lam
+    if not np.isnan(s.diff_prev[j]):
+        s.diff_mean[j] += (s.diff_prev[j] - s.diff_mean[j]) * lam_mean
     s.diff_var[j] += (dev * dev - s.diff_var[j]) * lam
-    s.diff_mean[j] += dev * lam_mean
+    s.diff_prev[j] = s.diff_last[j]
     s.diff_last[j] = diff
 
 
@@ -284,10 +294,15 @@ def _learn_autocorrelation(s: KernelState, j: int, diff: float, lam_mean: float,
 def _autocorrelation(s: KernelState, p: KernelParams, j: int) -> float:
     """Feature ``j``'s noise as AR(1), its coefficient ``phi`` in [0, 1]: the first
     differences of AR(1) noise have lag-one correlation ``-(1 - phi) / 2`` (white noise
-    -1/2, a random walk 0). Zero for white noise, and until ``dwell`` differences are learnt."""
+    -1/2, a random walk 0). The estimate less ``ar_margin`` of its standard errors for
+    white noise, ``sqrt(2 / n)`` after ``n`` differences: a coefficient the stream cannot
+    tell from 0 is 0 (noise of white noise's estimate cost the steps of short series), and
+    it grows as the evidence does. Zero without ``ar_noise``, and until ``dwell``
+    differences are learnt."""
     if not p.ar_noise or s.noise_n[0] < p.dwell or s.diff_var[j] <= 0.0:
         return 0.0
-    return min(max(1.0 + 2.0 * s.diff_cov[j] / s.diff_var[j], 0.0), 1.0)
+    se = np.sqrt(2.0 / s.noise_n[0])  # the estimate's standard error under white noise
+    return min(max(1.0 + 2.0 * s.diff_cov[j] / s.diff_var[j] - p.ar_margin * se, 0.0), 1.0)
 
 
 @njit(cache=True, nogil=True, inline="always")

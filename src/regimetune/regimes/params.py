@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from regimetune.regimes._segmenter import KernelParams
 
 #: The change test's noise models (see ``DetectorParams.noise_model``).
-NOISE_MODELS = ("white", "ar1")
+NOISE_MODELS = ("auto", "white", "ar1")
 #: Windows below which no duration is taken, whatever the window length: a segment needs
 #: two windows to show a level and its noise.
 MIN_WINDOWS = 2
@@ -80,9 +80,12 @@ class DetectorParams:
     ``noise_model``
         ``"white"``: each window's noise is independent of the last (the features of trace
         windows are counts over disjoint windows, whose wandering the regime layer allows
-        for); ``"ar1"``: AR(1) noise, its coefficient learnt per feature from the stream (a
-        price or a smoothed metric wanders, and read as white noise it is cut at every
-        turn). White is the default: the README says what each did where.
+        for); ``"ar1"``: AR(1) noise, its coefficient learnt per feature from the stream,
+        less its standard error at ``match_p`` (a price or a smoothed metric wanders, and
+        read as white noise it is cut at every turn; white noise reads as 0);
+        ``"auto"`` (the default): white for trace windows, AR(1) for series rows
+        (``detect_array``, ``learn_one``), whose noise nobody vouches for. The README
+        says what each did where.
     ``candidates``
         Segment starts kept by the change test beyond the committed one, half the newest,
         half the cheapest (a bound on time and memory per window, not a statistical knob).
@@ -100,7 +103,7 @@ class DetectorParams:
     max_regimes: int = 16
     window_s: float | None = None
     features: tuple[str, ...] = DEFAULT_FEATURES
-    noise_model: str = "white"
+    noise_model: str = "auto"
     candidates: int = 32
 
     def __post_init__(self) -> None:
@@ -187,11 +190,12 @@ class DetectorParams:
     def growth_lag(self, window_s: float) -> int:
         return max(1, round(self.growth_lag_s / window_s))
 
-    def kernel(self, *, window_s: float, n_features: int) -> KernelParams:
-        """The parameters in windows and nats for windows of ``window_s`` seconds."""
+    def kernel(self, *, window_s: float, n_features: int, series: bool = False) -> KernelParams:
+        """The parameters in windows and nats for windows of ``window_s`` seconds, of a
+        series (its rows) or of a trace (its windows' features)."""
         # imported here: the service's settings hold these parameters, and reading them
         # needs neither scipy nor the compiled kernel
-        from scipy.stats import chi2
+        from scipy.stats import chi2, norm
 
         from regimetune.regimes._segmenter import KernelParams
 
@@ -210,7 +214,8 @@ class DetectorParams:
             noise_floor=self.noise_floor,
             drift_weight=1.0 - 0.5 ** (window_s / self.drift_half_life_s),
             max_regimes=self.max_regimes,
-            ar_noise=self.noise_model == "ar1",
+            ar_noise=self.noise_model == "ar1" or (self.noise_model == "auto" and series),
+            ar_margin=float(norm.isf(self.match_p)),
             recent=self.candidates // 2,
             best=self.candidates - self.candidates // 2,
         )
