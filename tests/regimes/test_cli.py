@@ -99,6 +99,19 @@ def test_series_of_a_river_dataset_prints_changes_with_rows_and_times(yearly: Pa
         assert seg["n_rows"] >= 30 or seg is out["segments"][-1]
 
 
+def test_series_output_names_the_noise_model_it_read(yearly: Path) -> None:
+    # series rows are read with AR(1) noise by default; the employment of a declining
+    # industry wanders year to year, and the output says with what coefficient
+    out = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json"]).output)
+    assert out["noise_ar1"]["employment"] > 0.5
+    white = ["--series", "--json", "--param", "noise_model=white"]
+    assert json.loads(runner.invoke(app, ["detect", str(yearly), *white]).output)["noise_ar1"] == {
+        "employment": 0.0
+    }
+    table = runner.invoke(app, ["detect", str(yearly), "--series"]).output
+    assert "AR(1)" in table and "employment" in table
+
+
 def test_series_steps_follow_window_not_the_time_column(yearly: Path) -> None:
     a = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--window", "30"]).output)
     b = json.loads(

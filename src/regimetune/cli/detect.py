@@ -365,6 +365,7 @@ def _detect_series(
             "columns": list(s.names),
             "counters": [s.names[j] for j in as_rates],
             "window_s": window,
+            "noise_ar1": det.noise_ar1,
             "n_regimes": len(h.regimes),
             "segments": segments,
             "changes": changes,
@@ -372,8 +373,10 @@ def _detect_series(
         typer.echo(json.dumps(out, indent=2))
         return
     read_as = "".join(f", {s.names[j]} per row" for j in as_rates)
+    phi = ", ".join(f"{name} {v:.2f}" for name, v in det.noise_ar1.items() if v > 0)
+    noise = f", AR(1) noise ({phi})" if phi else ", white noise"
     t = Table(
-        title=f"{trace.name}: online detector, {len(h.regimes)} regimes, one row = {window:g} s{read_as}"
+        title=f"{trace.name}: online detector, {len(h.regimes)} regimes, one row = {window:g} s{read_as}{noise}"
     )
     for name in ("regime", "rows", "from", *(f"mean {n}" for n in s.names)):
         t.add_column(name, justify="right")
