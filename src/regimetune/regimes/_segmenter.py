@@ -92,7 +92,6 @@ class KernelState(NamedTuple):
     t: np.ndarray  # (1,) windows learnt (one fewer than received while one is held back)
     current: np.ndarray  # (1,) regime in force (-1 before the first)
     current_since: np.ndarray  # (1,) first window of the segment that founded or entered it
-    current_known: np.ndarray  # (1,) window at which it was founded, entered or found steady
     n_regimes: np.ndarray  # (1,)
     boundary: np.ndarray  # (1,) first window of the last committed segment
     excursion: np.ndarray  # (1,) first window of an unresolved excursion (-1: none)
@@ -171,7 +170,6 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         t=one(0),
         current=one(-1),
         current_since=one(0),
-        current_known=one(0),
         n_regimes=one(0),
         boundary=one(0),
         excursion=one(0),  # the first regime is founded like any other
@@ -544,21 +542,19 @@ def _match(
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _moves(s: KernelState, p: KernelParams, sums: np.ndarray, noise: np.ndarray, last: float) -> bool:
-    """Does a segment's line move, over its ``last`` windows (all of them: ``inf``), farther
-    than a regime match tolerates (a hidden change, or a burst at one end, has not been cut
-    off yet)? Under white noise of variance v the fitted line's rise over ``n`` windows has
-    variance ``12 v (n - 1) / (n (n + 1))``, about ``12 v / n``: that is the null it is
-    judged by."""
+def _moves(s: KernelState, p: KernelParams, sums: np.ndarray, noise: np.ndarray) -> bool:
+    """Does a segment's line move from its start to its end farther than a regime match
+    tolerates (a hidden change, or a burst at one end, has not been cut off yet)? Under
+    white noise of variance v the fitted line's rise over ``n`` windows has variance
+    ``12 v (n - 1) / (n (n + 1))``, about ``12 v / n``: that is the null it is judged by."""
     chi2 = 0.0
     for j in range(sums.shape[0]):
         n, su, suu, sy, suy = sums[j, 0], sums[j, 1], sums[j, 2], sums[j, 3], sums[j, 4]
         det = n * suu - su * su
         if n < 2.0 or det <= 1e-9 * n * suu:
             continue
-        span = min(n, last)
-        moved = (n * suy - su * sy) / det * (span - 1.0)
-        chi2 += _rise_chi2(s, p, j, moved, _variance(p, noise, sums, j), span)
+        moved = (n * suy - su * sy) / det * (n - 1.0)
+        chi2 += _rise_chi2(s, p, j, moved, _variance(p, noise, sums, j), n)
     return chi2 > p.match_chi2
 
 
@@ -662,7 +658,6 @@ def _switch(s: KernelState, log: ChangeLog, to: int, at: int) -> None:
         log.labels[i] = to
     s.current[0] = to
     s.current_since[0] = at
-    s.current_known[0] = s.t[0]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -919,7 +914,7 @@ def _held_since(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray)
     excursion); or when, after a burst, the latest segment is back at the level the
     excursion began with."""
     t, at, exc, run = s.t[0], s.boundary[0], s.excursion[0], s.run_start[0]
-    if s.cand_start[latest] != at or _moves(s, p, s.cand_sums[latest], noise, np.inf):
+    if s.cand_start[latest] != at or _moves(s, p, s.cand_sums[latest], noise):
         return -1
     if (
         run < at
@@ -1000,7 +995,6 @@ def _on_level(
         s.reg_kind[cur] = STEADY  # the "transition" was this level from its start
         s.reg_level[cur, :] = level
         s.reg_n[cur] = n
-        s.current_known[0] = s.t[0]
     else:
         r = r if r >= 0 else _found(s, p, STEADY, level, n, noise)
         _switch(s, log, r, at)
@@ -1019,23 +1013,10 @@ def _settle(
     """Every window: a level that has held ``min_regime`` windows after an excursion (or
     during a transition) is a regime, known or new, and what led to it a ramp (shorter
     than ``min_regime``) or a transition; an excursion that has lasted ``min_regime``
-    windows without a level holding is a transition, and so is a steady regime whose
-    founding segment moves on, after it was founded, farther than a match tolerates. Else
-    the regime in force learns the window."""
+    windows without a level holding is a transition. Else the regime in force learns the
+    window."""
     exc = s.excursion[0]
     cur = s.current[0]
-    if (
-        exc < 0
-        and s.reg_kind[cur] == STEADY
-        and s.cand_start[latest] == s.boundary[0] < s.current_known[0]
-        and _moves(s, p, s.cand_sums[latest], noise, s.t[0] - s.current_known[0] + 1.0)
-    ):
-        # the segment the regime was founded on (still the best partition's last: no change
-        # is in the making) has moved on since: its level never held (a slow decline looks
-        # flat for min_regime windows), so the regime was a transition and the next level
-        # that holds is a regime of its own. Only the windows since the founding count: the
-        # founding judged the ones before it
-        s.reg_kind[cur] = TRANSITION
     unsettled = exc >= 0 or s.reg_kind[cur] == TRANSITION
     since = _held_since(s, p, latest, noise) if unsettled else -1
     if since >= 0:

@@ -47,10 +47,9 @@ class DetectorParams:
         How long a new segment holds before it is judged (s): the shortest change seen.
     ``min_regime_s``
         How long a new level must hold, without slope, to found a regime (s); an excursion
-        from a regime that lasts this long without settling is a *transition* (a decline),
-        and so is a new level whose segment goes on moving after it was founded (a slow
-        decline looks flat this long). Shorter excursions that come back are bursts, not
-        regimes. It also bounds the precision a regime match is judged with.
+        from a regime that lasts this long without settling is a *transition* (a decline).
+        Shorter excursions that come back are bursts, not regimes. It also bounds the
+        precision a regime match is judged with.
     ``match_p``
         A segment returns to a known regime only when its mean is consistent with the
         regime's level at this significance (chi-square over the features); else it is new.
