@@ -130,9 +130,6 @@ class KernelState(NamedTuple):
     cand_start: np.ndarray  # (R,) first window of each candidate segment
     cand_prior: np.ndarray  # (R,) best cost of all windows before it
     cand_ref: np.ndarray  # (R, d) its first value (centres the sums)
-    # the regime in force as it was when each candidate opened (NaN: another regime was)
-    cand_level: np.ndarray  # (R, d) its level
-    cand_spread: np.ndarray  # (R, d) the spread of a regime's level (level_var)
     cand_sums: np.ndarray  # (R, d, N_SUMS)
     best_cost: np.ndarray  # (1,) best cost of all windows so far
     # regimes
@@ -205,8 +202,6 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         cand_start=np.zeros(n_candidates, dtype=np.int64),
         cand_prior=np.zeros(n_candidates),
         cand_ref=np.zeros((n_candidates, d)),
-        cand_level=np.full((n_candidates, d), np.nan),
-        cand_spread=np.full((n_candidates, d), np.nan),
         cand_sums=np.zeros((n_candidates, d, N_SUMS)),
         best_cost=np.zeros(1),
         reg_level=np.zeros((p.max_regimes, d)),
@@ -406,13 +401,6 @@ def _open_candidate(s: KernelState, p: KernelParams, y: np.ndarray) -> None:
     s.cand_prior[n] = s.best_cost[0] if s.t[0] > 0 else -p.penalty
     s.cand_ref[n, :] = y
     s.cand_sums[n, :, :] = 0.0
-    cur = s.current[0]
-    if cur >= 0:
-        s.cand_level[n, :] = s.reg_level[cur]
-        s.cand_spread[n, :] = s.level_var
-    else:
-        s.cand_level[n, :] = np.nan
-        s.cand_spread[n, :] = np.nan
     s.n_cand[0] = n + 1
 
 
@@ -424,8 +412,6 @@ def _drop_candidate(s: KernelState, c: int) -> None:
         s.cand_prior[c] = s.cand_prior[last]
         s.cand_ref[c, :] = s.cand_ref[last, :]
         s.cand_sums[c, :, :] = s.cand_sums[last, :, :]
-        s.cand_level[c, :] = s.cand_level[last, :]
-        s.cand_spread[c, :] = s.cand_spread[last, :]
     s.n_cand[0] = last
 
 
@@ -672,8 +658,6 @@ def _switch(s: KernelState, log: ChangeLog, to: int, at: int) -> None:
         log.labels[i] = to
     s.current[0] = to
     s.current_since[0] = at
-    s.cand_level[:, :] = np.nan  # the candidates open saw another regime
-    s.cand_spread[:, :] = np.nan
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -721,7 +705,11 @@ def _judge_new_segment(
     _commit(s, start)
     c = _slot_of(s, start)
     cur = s.current[0]
-    if cur >= 0 and s.reg_kind[cur] == STEADY and _at_level_in_force(s, p, c, noise, level):
+    if (
+        cur >= 0
+        and s.reg_kind[cur] == STEADY
+        and _match(s, p, s.cand_sums[c], s.cand_ref[c], noise, level) == cur
+    ):
         s.excursion[0] = -1  # back at the level in force: what came between was a burst
     elif cur >= 0 and s.reg_kind[cur] == TRANSITION and s.excursion[0] >= 0:
         if not _off_line(s, p, s.exc_line, c, noise, origin):
@@ -738,28 +726,6 @@ def _judge_new_segment(
         # not; after a line that holds still, the level that follows decides, as after a ramp)
         s.excursion[0] = start
         s.exc_line[:, :] = s.last_line
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _at_level_in_force(s: KernelState, p: KernelParams, c: int, noise: np.ndarray, level: np.ndarray) -> bool:
-    """Is candidate segment ``c`` at the level of the (steady) regime in force, as the
-    regime was when the segment began? The change test confirms a segment some windows
-    after it began, and meanwhile the regime learnt them: its level followed the new one
-    (as it follows drift) and a block straddling the change widened the spread of its
-    level. If the segment is not at that level, what was learnt from it is forgotten."""
-    cur = s.current[0]
-    learnt_level = s.reg_level[cur].copy()
-    learnt_spread = s.level_var.copy()
-    for j in range(learnt_level.shape[0]):
-        if not np.isnan(s.cand_level[c, j]):
-            s.reg_level[cur, j] = s.cand_level[c, j]
-        if not np.isnan(s.cand_spread[c, j]):
-            s.level_var[j] = s.cand_spread[c, j]
-    if _match(s, p, s.cand_sums[c], s.cand_ref[c], noise, level) == cur:
-        s.reg_level[cur, :] = learnt_level
-        s.level_var[:] = learnt_spread
-        return True
-    return False
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -1029,8 +995,6 @@ def _on_level(
         s.reg_kind[cur] = STEADY  # the "transition" was this level from its start
         s.reg_level[cur, :] = level
         s.reg_n[cur] = n
-        s.cand_level[:, :] = np.nan
-        s.cand_spread[:, :] = np.nan
     else:
         r = r if r >= 0 else _found(s, p, STEADY, level, n, noise)
         _switch(s, log, r, at)
