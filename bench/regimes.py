@@ -4,7 +4,7 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
 1. **Generated** (``--seed0``, default 70, ``--seeds`` default 10: seeds held apart from
    0-19, on which the detector's defaults and its dip, ramp, run and transition-jump rules
    were chosen and a drift rule was tried, and from 20-25, 30-32, 40-42, 50-52, 60-69 and
-   80-129, which versions of it were checked on): the realistic presets of :mod:`regimetune.collectors.presets`
+   80-139, which versions of it were checked on): the realistic presets of :mod:`regimetune.collectors.presets`
    (``parsplice``, ``fast-decay``, ``stationary``),
    ``--hours`` long, 256 workers, at 10-s and 60-s windows. Figures per preset and window:
    ARI, change-point F1 at 2 % of the run, A -> B -> A reversals, false changes per hour
