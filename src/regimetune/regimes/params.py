@@ -84,7 +84,7 @@ class DetectorParams:
         less its standard error at ``match_p`` (a price or a smoothed metric wanders, and
         read as white noise it is cut at every turn; white noise reads as 0);
         ``"auto"`` (the default): white for trace windows, AR(1) for series rows
-        (``detect_array``, ``learn_one``), whose noise nobody vouches for. The README
+        (``detect_array``, ``learn_one``), whose noise nobody vouches for. docs/regimes-notes.md
         says what each did where.
     ``candidates``
         Segment starts kept by the change test beyond the committed one, half the newest,
