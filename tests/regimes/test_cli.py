@@ -158,3 +158,38 @@ def test_a_series_with_a_bad_cell_names_its_line(tmp_path: Path) -> None:
     res = runner.invoke(app, ["detect", str(bad), "--series"])
     assert res.exit_code == 2
     assert "bad.csv:3" in res.output and "'oops'" in res.output
+
+
+def _rate_csv(path: Path, values: np.ndarray) -> Path:
+    path.write_text(
+        "\n".join(["time,rate,share", *(f"{i * 15},{v:.6g},{v % 1:.6g}" for i, v in enumerate(values))])
+    )
+    return path
+
+
+def test_series_log_reads_the_named_columns_in_log_space(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    rate = np.exp(np.r_[np.full(150, 3.0), np.full(150, 4.0)] + rng.normal(0, 0.3, 300))
+    path = _rate_csv(tmp_path / "rate.csv", rate)
+    out = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "rate"]).output)
+    assert out["log"] == ["rate"]
+    # what the detector read is the log of the column: the same as the series' logs read raw
+    logged = tmp_path / "logged.csv"
+    rows = path.read_text().splitlines()
+    cells = [r.split(",") for r in rows[1:]]
+    logged.write_text("\n".join([rows[0], *(f"{t},{np.log(float(v)):.12g},{s}" for t, v, s in cells)]))
+    raw = json.loads(runner.invoke(app, ["detect", str(logged), "--series", "--json"]).output)
+    assert raw["log"] == []
+    assert [c["at_window"] for c in out["changes"]] == [c["at_window"] for c in raw["changes"]]
+    assert [c["at_window"] for c in out["changes"]][1:] == [pytest.approx(150, abs=3)]
+
+
+def test_series_log_refuses_what_has_no_log(tmp_path: Path) -> None:
+    path = _rate_csv(tmp_path / "idle.csv", np.r_[np.full(20, 5.0), 0.0, np.full(20, 5.0)])
+    res = runner.invoke(app, ["detect", str(path), "--series", "--log", "rate"])
+    assert res.exit_code == 2
+    assert "idle.csv" in res.output and "'rate'" in res.output and "row 20" in res.output
+    res = runner.invoke(app, ["detect", str(path), "--series", "--log", "latency"])
+    assert res.exit_code == 2 and "'latency'" in res.output and "'rate'" in res.output  # names what it has
+    res = runner.invoke(app, ["detect", str(path), "--log", "rate"])
+    assert res.exit_code == 2 and "--series only" in res.output

@@ -103,3 +103,14 @@ def test_counters_are_columns_that_never_decrease_and_do_not_stay_flat() -> None
     # a series of one column may come as (n,)
     assert counter_columns(total) == (0,)
     np.testing.assert_array_equal(counter_rates(total, [0]), rates[:, 1])
+
+
+def test_log_columns_keeps_missing_values_and_names_a_value_without_a_log() -> None:
+    from regimetune.regimes import log_columns
+
+    x = np.array([[1.0, 1.0], [np.nan, -2.0], [np.e**2, 0.0]])
+    out = log_columns(x, [0])
+    assert out[0, 0] == 0.0 and np.isnan(out[1, 0]) and out[2, 0] == pytest.approx(2.0)
+    assert out[:, 1].tolist() == [1.0, -2.0, 0.0] and x[0, 0] == 1.0  # a copy: the input is kept
+    with pytest.raises(InputError, match=r"'lat' has -2 at row 1"):
+        log_columns(x, [1], names=("rate", "lat"))

@@ -30,6 +30,7 @@ from regimetune.models import (
     SERIES_STEP_S,
     ConfigError,
     EventBatch,
+    InputError,
     RegimeChange,
     RegimeSegment,
     WindowFrame,
@@ -158,6 +159,15 @@ def detect_cmd(
             "is, not as its increase per row.",
         ),
     ] = False,
+    log: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--log",
+            metavar="COLUMN",
+            help="With --series: read this column in log space (a rate, a latency, a price: noise that grows "
+            "with the level); repeatable, or comma-separated. Its values must be positive.",
+        ),
+    ] = None,
     paper: Annotated[
         bool,
         typer.Option(
@@ -204,8 +214,8 @@ def detect_cmd(
             raise ConfigError(f"--window must be positive, got {window}")
         if paper and param:
             raise ConfigError("--param sets the online detector; --paper has only --k")
-        if raw_counters and not series:
-            raise ConfigError("--raw-counters applies to --series only")
+        if (raw_counters or log) and not series:
+            raise ConfigError("--raw-counters and --log apply to --series only")
         if series:
             if paper or plot is not None or report is not None:
                 raise ConfigError("--series detects with the online detector and prints or --json only")
@@ -217,6 +227,7 @@ def detect_cmd(
                 as_json=as_json,
                 state=state,
                 counters=not raw_counters,
+                log=[name.strip() for item in log or [] for name in item.split(",") if name.strip()],
             )
             return
         if paper and state is not None:
@@ -321,17 +332,27 @@ def _detect_series(
     as_json: bool,
     state: Path | None,
     counters: bool,
+    log: list[str],
 ) -> None:
     """``detect --series``: regimes of a CSV series, each row one window of ``window`` s; a
     counter column (it never decreases) read as its increase per row unless ``counters`` is
-    false."""
+    false, the columns named in ``log`` in log space."""
     from regimetune.collectors.series import read_series
-    from regimetune.regimes import counter_columns, counter_rates
+    from regimetune.regimes import series_inputs
 
     s = read_series(trace)
+    unknown = [name for name in log if name not in s.names]
+    if unknown:
+        raise ConfigError(
+            f"--log names columns {unknown} that {trace.name} does not have; it has {list(s.names)}"
+        )
+    logged = [s.names.index(name) for name in dict.fromkeys(log)]
     det = online_detector(window, k, params)
-    as_rates = counter_columns(s.values) if counters else ()
-    h = det.detect_array(counter_rates(s.values, as_rates), names=s.names)
+    try:
+        x, as_rates = series_inputs(s.values, counters=counters, log=logged, names=s.names)
+    except InputError as exc:
+        raise InputError(f"{trace}: {exc}") from None
+    h = det.detect_array(x, names=s.names)
     changes = [
         {
             "from_id": c.from_id,
@@ -364,6 +385,7 @@ def _detect_series(
             "rows": len(s.values),
             "columns": list(s.names),
             "counters": [s.names[j] for j in as_rates],
+            "log": [s.names[j] for j in logged],
             "window_s": window,
             "noise_ar1": det.noise_ar1,
             "n_regimes": len(h.regimes),
@@ -372,7 +394,9 @@ def _detect_series(
         }
         typer.echo(json.dumps(out, indent=2))
         return
-    read_as = "".join(f", {s.names[j]} per row" for j in as_rates)
+    read_as = "".join(f", {s.names[j]} per row" for j in as_rates) + "".join(
+        f", log {s.names[j]}" for j in logged
+    )
     phi = ", ".join(f"{name} {v:.2f}" for name, v in det.noise_ar1.items() if v > 0)
     noise = f", AR(1) noise ({phi})" if phi else ", white noise"
     t = Table(

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
         FeatureExtractor,
         counter_columns,
         counter_rates,
+        log_columns,
+        series_inputs,
     )
     from regimetune.regimes.metrics import (
         DetectionScore,
@@ -49,7 +51,16 @@ _WHERE = {
         "detector",
     ),
     **dict.fromkeys(
-        ("DEFAULT_FEATURES", "FEATURES", "UNITS", "FeatureExtractor", "counter_columns", "counter_rates"),
+        (
+            "DEFAULT_FEATURES",
+            "FEATURES",
+            "UNITS",
+            "FeatureExtractor",
+            "counter_columns",
+            "counter_rates",
+            "log_columns",
+            "series_inputs",
+        ),
         "features",
     ),
     **dict.fromkeys(
@@ -81,6 +92,8 @@ __all__ = [
     "FeatureExtractor",
     "counter_columns",
     "counter_rates",
+    "log_columns",
+    "series_inputs",
     "OnlineRegimeDetector",
     "PaperResult",
     "RegimeHistory",

@@ -31,7 +31,7 @@ The detector is a river :class:`~river.base.Clusterer`, so it composes in river 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ from regimetune.models import (
 )
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
-from regimetune.regimes.features import FeatureExtractor, counter_columns, counter_rates
+from regimetune.regimes.features import FeatureExtractor, series_inputs
 from regimetune.regimes.params import DetectorParams
 
 #: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
@@ -386,20 +386,21 @@ def detect_series(
     step_s: float = SERIES_STEP_S,
     params: DetectorParams | None = None,
     counters: bool = True,
+    log: Sequence[int] = (),
 ) -> RegimeHistory:
     """Regimes of a numeric series (rows are steps, columns features): each row is one
     window of ``step_s`` seconds, so the detector's durations count rows (``min_regime_s``
     900 s = 18 rows at the default 50 s; pass a metric's scrape interval as ``step_s`` to
     keep the service's durations). With ``counters``, a column that never decreases is
-    read as its increase per row (:func:`~regimetune.regimes.features.counter_columns`).
+    read as its increase per row (:func:`~regimetune.regimes.features.counter_columns`);
+    the columns ``log`` are read in log space (rates, latencies: noise that grows with the
+    level; :func:`~regimetune.regimes.features.log_columns`).
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
     [(None, 0, 0), (0, 1, 100)]
     """
-    x = np.asarray(values, dtype=np.float64)
-    if counters:
-        x = counter_rates(x, counter_columns(x))
+    x, _ = series_inputs(values, counters=counters, log=log, names=names)
     det = OnlineRegimeDetector.from_params(params or DetectorParams())
     return det.detect_array(x, names=names, step_s=step_s)
 

@@ -335,6 +335,44 @@ def counter_rates(values: np.ndarray, columns: Sequence[int]) -> np.ndarray:
     return out
 
 
+def log_columns(values: np.ndarray, columns: Sequence[int], names: Sequence[str] | None = None) -> np.ndarray:
+    """A copy of ``values`` with each of ``columns`` in log space (natural log), as the
+    detector reads the rates of trace windows: a metric whose noise grows with its level (a
+    request rate, a latency, a price) has about the same noise at every level there. A
+    missing value stays missing; a value that is not positive has no log, and is an
+    :class:`~regimetune.models.InputError` naming its column and row.
+
+    >>> log_columns(np.array([[1.0, -1.0], [np.e, 2.0]]), [0]).round(3).tolist()
+    [[0.0, -1.0], [1.0, 2.0]]
+    """
+    out = np.array(values, dtype=np.float64)
+    cols = out.reshape(len(out), -1) if len(columns) else out  # a view: a series of one column too
+    for j in columns:
+        bad = np.flatnonzero(cols[:, j] <= 0.0)
+        if len(bad):
+            name = names[j] if names is not None else f"#{j}"
+            raise InputError(
+                f"column {name!r} has {cols[bad[0], j]:g} at row {bad[0]}: log space needs positive values"
+            )
+        cols[:, j] = np.log(cols[:, j])
+    return out
+
+
+def series_inputs(
+    values: np.ndarray,
+    *,
+    counters: bool = True,
+    log: Sequence[int] = (),
+    names: Sequence[str] | None = None,
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """What the detector reads of a series, and which columns it read as counters: each
+    counter column (with ``counters``, see :func:`counter_columns`) as its increase per row,
+    then each of ``log`` in log space (a counter's increase is a rate, so it may be both)."""
+    x = np.asarray(values, dtype=np.float64)
+    as_rates = counter_columns(x) if counters else ()
+    return log_columns(counter_rates(x, as_rates), log, names), as_rates
+
+
 __all__ = [
     "DEFAULT_FEATURES",
     "FEATURES",
@@ -343,4 +381,6 @@ __all__ = [
     "FeatureExtractor",
     "counter_columns",
     "counter_rates",
+    "log_columns",
+    "series_inputs",
 ]
