@@ -182,6 +182,8 @@ def test_series_log_reads_the_named_columns_in_log_space(tmp_path: Path) -> None
     assert raw["log"] == []
     assert [c["at_window"] for c in out["changes"]] == [c["at_window"] for c in raw["changes"]]
     assert [c["at_window"] for c in out["changes"]][1:] == [pytest.approx(150, abs=3)]
+    table = runner.invoke(app, ["detect", str(path), "--series", "--log", "rate"]).output
+    assert "mean log rate" in table and "mean share" in table  # each mean is of what was read
 
 
 def test_series_log_refuses_what_has_no_log(tmp_path: Path) -> None:

@@ -402,7 +402,8 @@ def _detect_series(
     t = Table(
         title=f"{trace.name}: online detector, {len(h.regimes)} regimes, one row = {window:g} s{read_as}{noise}"
     )
-    for name in ("regime", "rows", "from", *(f"mean {n}" for n in s.names)):
+    read = [f"log {n}" if j in logged else n for j, n in enumerate(s.names)]  # the mean is of what was read
+    for name in ("regime", "rows", "from", *(f"mean {n}" for n in read)):
         t.add_column(name, justify="right")
     for g in segments:
         t.add_row(
