@@ -59,35 +59,6 @@ UNITS: dict[str, float] = {
 LOG1P_FEATURES: frozenset[str] = frozenset({"log_reads", "log_writes", "log_growth", "log_active"})
 
 
-def _rate_variance(rate: np.ndarray, exposure: np.ndarray) -> np.ndarray:
-    """Poisson variance of ``log1p(rate)`` for a rate counted over ``exposure`` seconds
-    (delta method; one pseudo-count so an empty window is not certain)."""
-    return (rate + 1.0 / exposure) / (exposure * (1.0 + rate) ** 2)
-
-
-def _count_variances(c: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """The sampling variance of feature ``name``'s raw transform that the counts behind it
-    imply: a window with 1 active key and one with 2 differ by noise, a short (edge) window
-    is noisier than a whole one. Shares and entropy: the binomial bound over the window's
-    requests (entropy in units of its range, ``log2`` of the active keys)."""
-    reads, writes, length, active = c["reads"], c["writes"], c["length"], c["active"]
-    if name == "log_reads":
-        return _rate_variance(reads / length, length)
-    if name == "log_writes":
-        return _rate_variance(writes / length, length)
-    if name == "log_growth":
-        return _rate_variance(np.maximum(c["growth"], 0.0), c["exposure"])
-    if name == "log_active":
-        return _rate_variance(active, np.ones_like(active))
-    requests = reads + writes + 1.0
-    if name == "topk_share":
-        topk = c["topk"]
-        return np.maximum(topk * (1.0 - topk), 0.25 / requests) / requests
-    if name == "entropy":
-        return np.log2(active + 1.0) ** 2 / (4.0 * requests)
-    return 1.0 / (reads + 1.0) + 1.0 / (writes + 1.0)  # log_rw
-
-
 def _check_names(names: Sequence[str]) -> tuple[str, ...]:
     names = tuple(names)
     if not names:
@@ -100,22 +71,9 @@ def _check_names(names: Sequence[str]) -> tuple[str, ...]:
     return names
 
 
-def _column(c: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """Feature ``name``'s raw transform, elementwise (shared by the online and batch paths)."""
-    reads, writes, length = c["reads"], c["writes"], c["length"]
-    if name == "log_reads":
-        return np.log1p(reads / length)
-    if name == "log_writes":
-        return np.log1p(writes / length)
-    if name == "log_growth":
-        return np.log1p(np.maximum(c["growth"], 0.0))
-    if name == "log_active":
-        return np.log1p(c["active"])
-    if name == "topk_share":
-        return c["topk"]
-    if name == "entropy":
-        return c["entropy"]
-    return np.log((reads + 1.0) / (writes + 1.0))  # log_rw
+#: The window statistics the features are made of (frame columns, and the same fields of a
+#: :class:`~regimetune.models.WindowStats`), in the order the feature kernel reads them.
+_RAW = ("reads", "writes", "length", "active_keys", "keyspace_size", "topk_share", "entropy")
 
 
 class FeatureExtractor:
@@ -144,6 +102,7 @@ class FeatureExtractor:
             if not all(isinstance(v, int | float) and v > 0 for v in units.values()):
                 raise InputError("feature units must be positive numbers")
             self._units = np.array([float(units[n]) for n in self._names])
+            self._codes = np.array([FEATURES.index(n) for n in self._names], dtype=np.int64)
             # keyspace sizes of the last ``lag`` windows. The very first window has no
             # earlier size, so its growth reads 0: detectors skip it (a warm-up window).
             self._ring: list[float] = []
@@ -178,11 +137,14 @@ class FeatureExtractor:
         back = np.maximum(pos - self.lag, 0)
         steps = pos - back
         delta = hist[pos] - hist[back]
-        g = np.where(steps > 0, delta / (np.maximum(steps, 1) * length), np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = np.where(steps > 0, delta / (np.maximum(steps, 1) * length), np.nan)
         self._ring = hist[-self.lag :].tolist()
         return g, np.maximum(steps, 1) * length
 
     def _check(self, x: np.ndarray) -> np.ndarray:
+        if np.isfinite(x).all():
+            return x
         missing = np.isnan(x)
         if "log_growth" in self._names:
             missing[:, self._names.index("log_growth")] = False  # the first window's: see _growth
@@ -200,45 +162,15 @@ class FeatureExtractor:
         """Feature matrix and the variance its counts imply, both ``(len(frame),
         n_features)`` in feature units (squared for the variance)."""
         self._ensure()
-        return self._both(
-            frame["reads"].astype(np.float64),
-            frame["writes"].astype(np.float64),
-            frame["length"].astype(np.float64),
-            frame["active_keys"].astype(np.float64),
-            frame["keyspace_size"].astype(np.float64),
-            frame["topk_share"].astype(np.float64),
-            frame["entropy"].astype(np.float64),
-        )
+        raw = np.column_stack([frame[c].astype(np.float64) for c in _RAW])
+        return self._both(raw)
 
-    def _both(
-        self,
-        reads: np.ndarray,
-        writes: np.ndarray,
-        length: np.ndarray,
-        active: np.ndarray,
-        keyspace: np.ndarray,
-        topk: np.ndarray,
-        entropy: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        x = np.empty((len(reads), len(self._names)))
-        v = np.empty_like(x)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            growth, exposure = self._growth(keyspace, length)
-            c = {
-                "reads": reads,
-                "writes": writes,
-                "length": length,
-                "active": active,
-                "growth": growth,
-                "exposure": exposure,
-                "topk": topk,
-                "entropy": entropy,
-            }
-            for j, name in enumerate(self._names):
-                x[:, j] = _column(c, name)
-                v[:, j] = _count_variances(c, name)
-        x /= self._units
-        v /= self._units**2
+    def _both(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Features and variances of ``raw`` (windows x :data:`_RAW`), advancing the state."""
+        from regimetune.regimes._feature_kernel import feature_rows  # compiled on first use
+
+        growth, exposure = self._growth(raw[:, 4], raw[:, 2])
+        x, v = feature_rows(self._codes, self._units, raw, growth, exposure)
         return self._check(x), v
 
     def transform_row(self, window: WindowStats) -> np.ndarray:
@@ -248,19 +180,8 @@ class FeatureExtractor:
     def transform_row_with_variance(self, window: WindowStats) -> tuple[np.ndarray, np.ndarray]:
         """One window's feature vector and its counts' variance (advances the state)."""
         self._ensure()
-        raw = np.array(
-            [
-                window.reads,
-                window.writes,
-                window.length,
-                window.active_keys,
-                window.keyspace_size,
-                window.topk_share,
-                window.entropy,
-            ],
-            dtype=np.float64,
-        )
-        x, v = self._both(*raw[:, None])
+        raw = np.array([[getattr(window, f) for f in _RAW]], dtype=np.float64)
+        x, v = self._both(raw)
         return x[0], v[0]
 
     def transform_one(self, window: WindowStats) -> dict[str, float]:
