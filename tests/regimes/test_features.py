@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regimetune.models import InputError, WindowStats
+from regimetune.models import InputError, WindowFrame, WindowStats
 from regimetune.regimes.features import FEATURES, UNITS, FeatureExtractor, counter_columns, counter_rates
 from regimetune.regimes.synthetic import parsplice_like_frame
 
@@ -17,6 +17,54 @@ def test_online_and_batch_paths_agree_bit_for_bit() -> None:
     chunked_fx = FeatureExtractor(lag=4)
     chunked = np.vstack([chunked_fx.transform(frame.slice(a, a + 37)) for a in range(0, 300, 37)])
     np.testing.assert_array_equal(batch, chunked)
+
+
+def test_variances_agree_bit_for_bit_between_paths_too() -> None:
+    frame = parsplice_like_frame(120, seed=6)
+    _, batch = FeatureExtractor(lag=3).transform_with_variance(frame)
+    fx = FeatureExtractor(lag=3)
+    online = np.array([fx.transform_row_with_variance(w)[1] for w in frame.records()])
+    np.testing.assert_array_equal(batch, online)
+
+
+def test_each_feature_and_its_count_variance_are_their_definitions() -> None:
+    # one window of 10 s: 400 reads, 8 writes, 3 active keys, top-k share 0.9, 1.2 bits;
+    # the keyspace grew from 100 to 130 keys over the one window of lag
+    def window(i: int, keyspace: int) -> WindowStats:
+        return WindowStats(
+            index=i,
+            start=10.0 * i,
+            length=10.0,
+            reads=400,
+            writes=8,
+            active_keys=3,
+            keyspace_size=keyspace,
+            topk_share=0.9,
+            entropy=1.2,
+        )
+
+    def rate_var(rate: float, exposure: float) -> float:  # Poisson, delta method, one pseudo-count
+        return (rate + 1.0 / exposure) / (exposure * (1.0 + rate) ** 2)
+
+    requests = 409.0
+    want = {  # value, variance, before units
+        "log_reads": (np.log1p(40.0), rate_var(40.0, 10.0)),
+        "log_writes": (np.log1p(0.8), rate_var(0.8, 10.0)),
+        "log_growth": (np.log1p(3.0), rate_var(3.0, 10.0)),
+        "log_active": (np.log1p(3.0), rate_var(3.0, 1.0)),
+        "topk_share": (0.9, max(0.9 * 0.1, 0.25 / requests) / requests),
+        "entropy": (1.2, np.log2(4.0) ** 2 / (4.0 * requests)),
+        "log_rw": (np.log(401.0 / 9.0), 1.0 / 401.0 + 1.0 / 9.0),
+    }
+    units = np.array([UNITS[n] for n in FEATURES])
+    row_fx, batch_fx = FeatureExtractor(lag=1), FeatureExtractor(lag=1)
+    row_fx.transform_row(window(0, 100))
+    x, v = row_fx.transform_row_with_variance(window(1, 130))
+    np.testing.assert_allclose(x, [want[n][0] for n in FEATURES] / units, rtol=1e-12)
+    np.testing.assert_allclose(v, [want[n][1] for n in FEATURES] / units**2, rtol=1e-12)
+    bx, bv = batch_fx.transform_with_variance(WindowFrame.from_records([window(0, 100), window(1, 130)]))
+    np.testing.assert_array_equal(bx[1], x)
+    np.testing.assert_array_equal(bv[1], v)
 
 
 def test_growth_is_new_keys_per_second_over_the_lag() -> None:
