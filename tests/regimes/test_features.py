@@ -8,6 +8,13 @@ from regimetune.regimes.features import FEATURES, UNITS, FeatureExtractor, count
 from regimetune.regimes.synthetic import parsplice_like_frame
 
 
+def _window(i: int, length: float, keyspace: int, **counts: float) -> WindowStats:
+    """Window ``i`` of ``length`` seconds with ``keyspace`` keys seen so far; one read on
+    one key unless ``counts`` says otherwise."""
+    stats = {"reads": 1, "writes": 0, "active_keys": 1, "topk_share": 1.0, "entropy": 0.0} | counts
+    return WindowStats(index=i, start=length * i, length=length, keyspace_size=keyspace, **stats)  # type: ignore[arg-type]
+
+
 def test_online_and_batch_paths_agree_bit_for_bit() -> None:
     frame = parsplice_like_frame(300, seed=4)
     batch = FeatureExtractor(lag=4).transform(frame)
@@ -31,17 +38,7 @@ def test_each_feature_and_its_count_variance_are_their_definitions() -> None:
     # one window of 10 s: 400 reads, 8 writes, 3 active keys, top-k share 0.9, 1.2 bits;
     # the keyspace grew from 100 to 130 keys over the one window of lag
     def window(i: int, keyspace: int) -> WindowStats:
-        return WindowStats(
-            index=i,
-            start=10.0 * i,
-            length=10.0,
-            reads=400,
-            writes=8,
-            active_keys=3,
-            keyspace_size=keyspace,
-            topk_share=0.9,
-            entropy=1.2,
-        )
+        return _window(i, 10.0, keyspace, reads=400, writes=8, active_keys=3, topk_share=0.9, entropy=1.2)
 
     def rate_var(rate: float, exposure: float) -> float:  # Poisson, delta method, one pseudo-count
         return (rate + 1.0 / exposure) / (exposure * (1.0 + rate) ** 2)
@@ -70,22 +67,7 @@ def test_each_feature_and_its_count_variance_are_their_definitions() -> None:
 def test_growth_is_new_keys_per_second_over_the_lag() -> None:
     fx = FeatureExtractor(lag=2, features=("log_growth",))
     sizes = [10, 20, 40, 40]
-    out = [
-        fx.transform_one(
-            WindowStats(
-                index=i,
-                start=2.0 * i,
-                length=2.0,
-                reads=1,
-                writes=0,
-                active_keys=1,
-                keyspace_size=s,
-                topk_share=1.0,
-                entropy=0.0,
-            )
-        )["log_growth"]
-        for i, s in enumerate(sizes)
-    ]
+    out = [fx.transform_one(_window(i, 2.0, s))["log_growth"] for i, s in enumerate(sizes)]
     # first window: no earlier size, so no rate (a missing value); then (20-10)/2,
     # (40-10)/4, (40-20)/4 keys per second
     np.testing.assert_allclose(out, np.log1p([np.nan, 5.0, 7.5, 5.0]) / UNITS["log_growth"])

@@ -406,22 +406,14 @@ def detect_series(
 
 
 def compile_kernel() -> None:
-    """Compile the detector's loop (and the features' kernel) now. numba caches it on disk beside the package, so a
-    service (or a test's subprocess) started later loads it in well under a second instead of
-    compiling it on its first window (tens of CPU-seconds on a cold cache)."""
+    """Compile the detector's loop and the features' kernel now. numba caches them on disk
+    beside the package, so a service (or a test's subprocess) started later loads them in
+    well under a second instead of compiling on its first window (tens of CPU-seconds on a
+    cold cache)."""
     OnlineRegimeDetector(window_s=SERIES_STEP_S).detect_array(np.linspace(0.0, 1.0, 40))
-    window = WindowStats(
-        index=0,
-        start=0.0,
-        length=1.0,
-        reads=1,
-        writes=0,
-        active_keys=1,
-        keyspace_size=1,
-        topk_share=1.0,
-        entropy=0.0,
-    )
-    FeatureExtractor().transform_row_with_variance(window)  # the features' kernel
+    from regimetune.regimes.synthetic import parsplice_like_frame
+
+    FeatureExtractor().transform(parsplice_like_frame(8))  # the features' kernel
 
 
 def _json_list(a: np.ndarray) -> list[Any]:
