@@ -56,6 +56,19 @@ def test_a_parsplice_run_is_found_without_reversals(seed: int) -> None:
     assert abs(first - truth[0]) <= 0.02 * len(frame)
 
 
+def test_a_fast_decay_that_ends_in_a_slow_drift_is_one_decline_in_hindsight() -> None:
+    # live, the drift founds a steady regime where the fast drop ends (it looks level over
+    # any 15 minutes); over its whole life it trends down, so a replay makes it the decline
+    frame = run("fast-decay", 7, 10.0)
+    h = OnlineRegimeDetector().detect(frame)
+    assert len(set(h.online_labels.tolist()) - {-1}) == 3
+    assert h.n_regimes == 2 and ari(frame["label"], h.labels) >= 0.9
+    assert [(c.from_id, c.to_id) for c in h.changes] == [(None, 0), (0, 2)]
+    assert abs(h.changes[-1].at_window - change_points(frame["label"])[0]) <= 0.02 * len(frame)
+    # without the hindsight pass (no block fits), the drift stays a regime of its own
+    assert OnlineRegimeDetector(trend_block_s=1e9).detect(frame).n_regimes == 3
+
+
 @pytest.mark.parametrize("seed", [6, 7])
 def test_10_and_60_second_windows_give_about_the_same_regimes(seed: int) -> None:
     a = OnlineRegimeDetector().detect(run("parsplice", seed, 10.0))

@@ -15,6 +15,8 @@ online clustering of the segments it finds.
   regime only when its level is consistent with that regime's (a chi-square test), a new
   level founds a regime once it has held ``min_regime_s``, and an excursion that lasts as
   long without settling is a *transition* (a decline). K is learnt, up to ``max_regimes``.
+* **In hindsight** (a replay, not ``update``): a steady regime that was a transition's slow
+  tail takes the transition's id (:mod:`regimetune.regimes.hindsight`).
 
 All parameters are in :class:`~regimetune.regimes.params.DetectorParams`, durations in
 seconds. :meth:`OnlineRegimeDetector.update` is the per-window call of the service;
@@ -50,6 +52,7 @@ from regimetune.models import (
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
 from regimetune.regimes.features import FeatureExtractor, series_inputs
+from regimetune.regimes.hindsight import merged_changes, slow_tails
 from regimetune.regimes.params import DetectorParams
 
 #: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
@@ -91,6 +94,7 @@ class OnlineRegimeDetector(base.Clusterer):
         noise_clip: float = _D.noise_clip,
         noise_floor: float = _D.noise_floor,
         drift_half_life_s: float = _D.drift_half_life_s,
+        trend_block_s: float = _D.trend_block_s,
         growth_lag_s: float = _D.growth_lag_s,
         max_regimes: int = _D.max_regimes,
         window_s: float | None = _D.window_s,
@@ -106,6 +110,7 @@ class OnlineRegimeDetector(base.Clusterer):
         self.noise_clip = noise_clip
         self.noise_floor = noise_floor
         self.drift_half_life_s = drift_half_life_s
+        self.trend_block_s = trend_block_s
         self.growth_lag_s = growth_lag_s
         self.max_regimes = max_regimes
         self.window_s = window_s
@@ -222,6 +227,21 @@ class OnlineRegimeDetector(base.Clusterer):
             np.ascontiguousarray(v, dtype=np.float64),
         )
 
+    def _hindsight(
+        self, labels: np.ndarray, x: np.ndarray, changes: np.ndarray, t0: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A replay's labels and changes with each transition's slow tail merged into it
+        (:mod:`regimetune.regimes.hindsight`)."""
+        p = self.params
+        after = slow_tails(
+            labels,
+            x,
+            transitions=set(self.transitions),
+            block=p.windows(p.trend_block_s, self.window_s_),
+            p=p.match_p,
+        )
+        return after, merged_changes(changes, labels, after, t0)
+
     # -- river API ------------------------------------------------------------------------
     def learn_one(self, x: Mapping[str, float]) -> None:  # type: ignore[override]
         """Learn one observation of a series (its values are the features, in the order of
@@ -278,6 +298,7 @@ class OnlineRegimeDetector(base.Clusterer):
         t0 = self.n_seen
         x, v = self._fx.transform_with_variance(frame)
         labels, online, changes = self._run(x, v)
+        labels, changes = self._hindsight(labels, x, changes, t0)
         return _history(frame, labels, online, changes, t0, self.regimes)
 
     def detect_array(
@@ -300,6 +321,7 @@ class OnlineRegimeDetector(base.Clusterer):
             raise InputError(f"the series has {len(cols)} columns, the detector {len(self.feature_names_)}")
         t0 = self.n_seen
         labels, online, changes = self._run(x, np.zeros_like(x))
+        labels, changes = self._hindsight(labels, x, changes, t0)
         frame = _series_frame(len(x), t0, self.window_s_)
         stats = {f"mean_{name}": x[:, j] for j, name in enumerate(cols)}
         return _history(frame, labels, online, changes, t0, self.regimes, stats=stats)

@@ -66,6 +66,12 @@ class DetectorParams:
         repeats exact values is not infinitely precise).
     ``drift_half_life_s``
         Memory of a steady regime's level, so it follows slow drift (s).
+    ``trend_block_s``
+        In hindsight (a replayed recording: ``detect``, a series), a steady regime that
+        follows a transition is read in blocks of this length (s); if its block means
+        trend the way the transition went (Kendall's tau at ``match_p``), it was the
+        transition's slow tail and takes its id (:mod:`regimetune.regimes.hindsight`).
+        Live labels and the service's ``update`` are not affected.
     ``growth_lag_s``
         How far back the keyspace growth rate looks (s).
     ``max_regimes``
@@ -99,6 +105,7 @@ class DetectorParams:
     noise_clip: float = 3.0
     noise_floor: float = 1e-3
     drift_half_life_s: float = 1800.0
+    trend_block_s: float = 300.0
     growth_lag_s: float = 30.0
     max_regimes: int = 16
     window_s: float | None = None
@@ -115,6 +122,7 @@ class DetectorParams:
             "noise_clip",
             "noise_floor",
             "drift_half_life_s",
+            "trend_block_s",
         ):
             _positive(name, getattr(self, name))
         _positive("growth_lag_s", self.growth_lag_s)

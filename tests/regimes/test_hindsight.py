@@ -1,0 +1,100 @@
+"""The hindsight pass: a transition's slow tail is the transition, and nothing else is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regimetune.regimes.hindsight import merged_changes, slow_tails
+
+BLOCK = 10
+P = 0.01
+
+
+def _run(tail: np.ndarray, *, seed: int = 0, noise: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
+    """A decline (regime 0, a transition) from 2 down to 1, then ``tail`` (regime 1), then a
+    plateau at the tail's last level (regime 2), with white noise; features, labels."""
+    decline = np.linspace(2.0, 1.0, 40)
+    plateau = np.full(100, tail[-1])
+    x = np.r_[decline, tail, plateau] + np.random.default_rng(seed).normal(0.0, noise, 40 + len(tail) + 100)
+    labels = np.r_[np.zeros(40, int), np.ones(len(tail), int), np.full(100, 2)]
+    return x[:, None], labels
+
+
+def _relabelled(x: np.ndarray, labels: np.ndarray, transitions: set[int] | None = None) -> bool:
+    after = slow_tails(labels, x, transitions={0} if transitions is None else transitions, block=BLOCK, p=P)
+    assert set(after.tolist()) <= set(labels.tolist())
+    assert (after[labels != 1] == labels[labels != 1]).all(), "only the run after the transition may change"
+    merged = (after[labels == 1] == 0).all()
+    assert merged or (after[labels == 1] == 1).all(), "a run is merged whole or not at all"
+    return bool(merged)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_drift_on_the_way_the_decline_went_is_its_tail(seed: int) -> None:
+    # 10 % more of the fall over 200 windows: under the noise of any 10-window block
+    x, labels = _run(np.linspace(1.0, 0.9, 200), seed=seed)
+    assert _relabelled(x, labels)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_plateau_whose_first_block_still_falls_is_a_plateau(seed: int) -> None:
+    # the decline's last drop lands a block late: one high block, then flat
+    tail = np.r_[np.full(BLOCK, 1.1), np.full(190, 1.0)]
+    x, labels = _run(tail, seed=seed)
+    assert not _relabelled(x, labels)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_level_that_wanders_or_rebounds_is_not_a_tail(seed: int) -> None:
+    t = np.arange(200)
+    assert not _relabelled(*_run(1.0 + 0.05 * np.sin(2 * np.pi * t / 100), seed=seed))
+    assert not _relabelled(*_run(np.linspace(1.0, 1.1, 200), seed=seed))  # back up: not a decline
+
+
+def test_only_a_run_after_a_transition_is_judged() -> None:
+    x, labels = _run(np.linspace(1.0, 0.9, 200))
+    assert not _relabelled(x, labels, transitions=set())  # regime 0 held still: a drift is a regime
+    assert not _relabelled(x, labels, transitions={0, 1})  # the run is a transition itself
+
+
+def test_too_few_blocks_is_no_trend() -> None:
+    x, labels = _run(np.linspace(1.0, 0.5, 2 * BLOCK - 1), noise=0.0)
+    assert not _relabelled(x, labels)
+
+
+def test_tails_in_a_row_join_the_transition_and_the_changes_follow() -> None:
+    x, labels = _run(np.linspace(1.0, 0.9, 200))
+    labels[140:240] = 3  # the drift founded two regimes, one after the other
+    after = slow_tails(labels, x, transitions={0}, block=BLOCK, p=P)
+    assert (after[:240] == 0).all() and (after[240:] == 2).all()
+    t0 = 1000  # the detector counts windows from its start, not from this frame's
+    rows = np.asarray(
+        [
+            (-1, 0, t0, t0 + 5),
+            (0, 1, t0 + 40, t0 + 90),
+            (1, 3, t0 + 140, t0 + 170),
+            (3, 2, t0 + 240, t0 + 260),
+        ]
+    )
+    assert merged_changes(rows, labels, after, t0).tolist() == [
+        [-1, 0, t0, t0 + 5],
+        [0, 2, t0 + 240, t0 + 260],
+    ]
+    assert merged_changes(rows[:0], labels, after, t0).shape == (0, 4)
+
+
+def test_the_recordings_last_run_is_not_judged() -> None:
+    # it may hold the drift and the level it settled at: nothing after it tells them apart
+    x, labels = _run(np.linspace(1.0, 0.9, 200))
+    assert (slow_tails(labels[:240], x[:240], transitions={0}, block=BLOCK, p=P) == labels[:240]).all()
+
+
+def test_a_drift_cut_into_two_levels_is_one_tail_even_if_its_first_is_too_short_to_trend() -> None:
+    # at 10-s windows the drift may found two steady regimes; the first, four blocks long,
+    # cannot show a trend alone (Kendall's tau over four blocks never reaches p = 0.01)
+    assert not _relabelled(*_run(np.linspace(1.0, 0.5, 40), noise=0.0))
+    x, labels = _run(np.r_[np.linspace(1.0, 0.98, 40), np.linspace(0.98, 0.9, 160)])
+    labels[80:240] = 3
+    after = slow_tails(labels, x, transitions={0}, block=BLOCK, p=P)
+    assert (after[:240] == 0).all() and (after[240:] == 2).all()
