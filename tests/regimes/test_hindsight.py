@@ -58,9 +58,11 @@ def test_only_a_run_after_a_transition_is_judged() -> None:
     assert not _relabelled(x, labels, transitions={0, 1})  # the run is a transition itself
 
 
-def test_too_few_blocks_is_no_trend() -> None:
-    x, labels = _run(np.linspace(1.0, 0.5, 2 * BLOCK - 1), noise=0.0)
-    assert not _relabelled(x, labels)
+def test_a_trend_is_judged_on_block_means_at_match_p() -> None:
+    # noiseless and monotone, so Kendall's exact p over n blocks is 2 / n!: five blocks
+    # give 0.017, six 0.003; judged window by window, either would be a trend
+    assert not _relabelled(*_run(np.linspace(1.0, 0.5, 5 * BLOCK), noise=0.0))
+    assert _relabelled(*_run(np.linspace(1.0, 0.5, 6 * BLOCK), noise=0.0))
 
 
 def test_tails_in_a_row_join_the_transition_and_the_changes_follow() -> None:

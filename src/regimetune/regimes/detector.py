@@ -290,7 +290,10 @@ class OnlineRegimeDetector(base.Clusterer):
 
     def detect(self, frame: WindowFrame) -> RegimeHistory:
         """Replay ``frame`` through the detector (learning as it goes, exactly as
-        :meth:`update` window by window would) and return its regime history."""
+        :meth:`update` window by window would) and return its regime history: its
+        ``online_labels`` are what :meth:`update` knew, its labels and changes are read
+        in hindsight over this frame (changes dated back, slow tails merged:
+        :mod:`regimetune.regimes.hindsight`)."""
         if len(frame) == 0:
             raise InputError("the trace has no windows")
         self._ensure(window_s=float(np.median(frame["length"])), names=None)
