@@ -40,6 +40,20 @@ def test_json_output_lists_segments_and_changes(trace: Path, tmp_path: Path) -> 
     assert saved["format_version"] == FORMAT_VERSION and saved["params"]["min_regime_s"] == 300.0
 
 
+def test_the_regime_count_is_of_the_regimes_shown_when_a_slow_tail_was_merged(tmp_path: Path) -> None:
+    # a fast decay whose drift founded a regime live; in hindsight it is the decline's tail,
+    # so the table, the JSON and the count show two regimes, not the three the detector knows
+    path = tmp_path / "fast-decay.csv"
+    write_events(
+        generate(GeneratorConfig(duration_s=10_800, workers=192, seed=7, preset="fast-decay")), path, None
+    )
+    out = json.loads(runner.invoke(app, ["detect", str(path), "--json"]).output)
+    shown = {s["regime_id"] for s in out["segments"]}
+    assert out["n_regimes"] == len(shown) == 2
+    assert [(c["from_id"], c["to_id"]) for c in out["changes"]] == [(None, 0), (0, 2)]
+    assert "online detector, 2 regimes" in runner.invoke(app, ["detect", str(path)]).output
+
+
 def test_paper_mode_reports_the_third_regime_and_plots(trace: Path, tmp_path: Path) -> None:
     png = tmp_path / "fig7.png"
     res = runner.invoke(app, ["detect", str(trace), "--paper", "--plot", str(png)])

@@ -276,8 +276,8 @@ def detect_cmd(
             h = det.detect(frame)
             segments, changes, labels = h.segments, h.changes, h.labels
             centroids = _segment_points(frame, segments)
-            out |= {"mode": "online", "n_regimes": len(h.regimes)}
-            title = f"{trace.name}: online detector, {len(h.regimes)} regimes"
+            out |= {"mode": "online", "n_regimes": h.n_regimes}
+            title = f"{trace.name}: online detector, {h.n_regimes} regimes"
             if state is not None:
                 det.save(state)
         out["segments"] = [_segment_json(s) for s in segments]
@@ -388,7 +388,7 @@ def _detect_series(
             "log": [s.names[j] for j in logged],
             "window_s": window,
             "noise_ar1": det.noise_ar1,
-            "n_regimes": len(h.regimes),
+            "n_regimes": h.n_regimes,
             "segments": segments,
             "changes": changes,
         }
@@ -400,7 +400,7 @@ def _detect_series(
     phi = ", ".join(f"{name} {v:.2f}" for name, v in det.noise_ar1.items() if v > 0)
     noise = f", AR(1) noise ({phi})" if phi else ", white noise"
     t = Table(
-        title=f"{trace.name}: online detector, {len(h.regimes)} regimes, one row = {window:g} s{read_as}{noise}"
+        title=f"{trace.name}: online detector, {h.n_regimes} regimes, one row = {window:g} s{read_as}{noise}"
     )
     read = [f"log {n}" if j in logged else n for j, n in enumerate(s.names)]  # the mean is of what was read
     for name in ("regime", "rows", "from", *(f"mean {n}" for n in read)):
