@@ -46,10 +46,14 @@ def slow_tails(
     while i < last:
         prev_start, start = starts[i - 1], starts[i]
         prev = out[prev_start]  # a tail already merged carries its transition's id on
+        if prev not in transitions:
+            i += 1
+            continue
+        went = _direction(x[prev_start:start], block)
         k = i
         # the shortest chain of steady runs from here that trends the transition's way
-        while prev in transitions and k < last and out[starts[k]] not in transitions:
-            if _trends_along(x[prev_start:start], x[start : ends[k]], block=block, p=p):
+        while k < last and out[starts[k]] not in transitions:
+            if _trends(x[start : ends[k]], went, block=block, p=p):
                 out[start : ends[k]] = prev
                 i = k
                 break
@@ -58,16 +62,20 @@ def slow_tails(
     return out
 
 
-def _trends_along(transition: np.ndarray, run: np.ndarray, *, block: int, p: float) -> bool:
-    """Whether ``run``'s block means trend, in some feature, the way that feature went
-    over ``transition`` (its last block's mean against its first's)."""
+def _direction(transition: np.ndarray, block: int) -> np.ndarray:
+    """The sign of each feature's move over ``transition``: its last block's mean against
+    its first's."""
+    edge = min(len(transition), block)
+    return np.sign(transition[-edge:].mean(axis=0) - transition[:edge].mean(axis=0))
+
+
+def _trends(run: np.ndarray, went: np.ndarray, *, block: int, p: float) -> bool:
+    """Whether ``run``'s block means trend, in some feature, the way ``went`` says."""
     n_blocks = len(run) // block
     if n_blocks < 2:  # no order to test
         return False
     d = run.shape[1]
     means = run[: n_blocks * block].reshape(n_blocks, block, d).mean(axis=1)
-    edge = min(len(transition), block)
-    went = np.sign(transition[-edge:].mean(axis=0) - transition[:edge].mean(axis=0))
     order = np.arange(n_blocks)
     for j in range(d):
         if went[j] == 0:
