@@ -12,9 +12,10 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    minutes until each true boundary was known (median per boundary; the service runs the
    old policy until then). Methods: ``online`` (:class:`OnlineRegimeDetector`; white
    noise on trace windows), ``online_ar1`` (the same with ``noise_model="ar1"``, an
-   option), ``online_no_tails`` (the same without the hindsight pass that merges a
-   transition's slow tail into it, :mod:`regimetune.regimes.hindsight`), ``pelt`` (ruptures PELT, l2 on the z-scored features
-   with ``3 d log n``, the TCPD bench's setting) and ``paper`` (:func:`paper_kmeans`).
+   option), ``online_no_hindsight`` (the same without the hindsight passes, which merge
+   a transition's slow tail into it and a step within the level's wander,
+   :mod:`regimetune.regimes.hindsight`), ``pelt`` (ruptures PELT, l2 on the z-scored
+   features with ``3 d log n``, the TCPD bench's setting) and ``paper`` (:func:`paper_kmeans`).
 2. **TCPD**: :func:`bench.tcpd.run_tcpd` (F1 and cover, margin 5, every annotator) for
    ours and every baseline; the series score, they never tuned anything.
 3. **CloudPhysics** (``../shared/data``, no labels): changes, reversals and regimes at 10-s
@@ -108,13 +109,13 @@ def _paper(frame: WindowFrame) -> Found:
 METHODS: dict[str, Callable[[WindowFrame], Found]] = {
     "online": _online,
     "online_ar1": functools.partial(_online, noise_model="ar1"),  # an option, not a default
-    # without the hindsight pass (a block longer than the run): what merging slow tails adds
-    "online_no_tails": functools.partial(_online, trend_block_s=1e9),
+    # without the hindsight passes (a block longer than the run): what they add
+    "online_no_hindsight": functools.partial(_online, trend_block_s=1e9),
     "pelt": _pelt,
     "paper": _paper,
 }
 # methods that know a change some windows after it began
-ONLINE = ("online", "online_ar1", "online_no_tails")
+ONLINE = ("online", "online_ar1", "online_no_hindsight")
 
 
 def generated(seeds: range, hours: float) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""The hindsight pass: a transition's slow tail is the transition, and nothing else is."""
+"""The hindsight passes: a transition's slow tail is the transition, and nothing else is; a
+step within the level's wander is no step, and nothing else is."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from regimetune.regimes.hindsight import merged_changes, slow_tails
+from regimetune.regimes.hindsight import merged_changes, slow_tails, steps_within_wander
 
 BLOCK = 10
 P = 0.01
@@ -100,3 +101,54 @@ def test_a_drift_cut_into_two_levels_is_one_tail_even_if_its_first_is_too_short_
     labels[80:240] = 3
     after = slow_tails(labels, x, transitions={0}, block=BLOCK, p=P)
     assert (after[:240] == 0).all() and (after[240:] == 2).all()
+
+
+def _wandering(
+    levels: list[float], blocks: list[int], *, wander: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steady runs (regime ``i`` at ``levels[i]`` for ``blocks[i]`` blocks) of a level that
+    wanders from block to block (sd ``wander``), with white noise; features, labels."""
+    rng = np.random.default_rng(seed)
+    per_block = np.repeat(levels, blocks) + rng.normal(0.0, wander, sum(blocks))
+    x = np.repeat(per_block, BLOCK) + rng.normal(0.0, 0.02, sum(blocks) * BLOCK)
+    labels = np.repeat(np.arange(len(levels)), np.asarray(blocks) * BLOCK)
+    return x[:, None], labels
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_young_regime_within_the_levels_wander_is_the_same_level(seed: int) -> None:
+    # six blocks at 1.0, then a level 0.01 higher: two regimes online (the wander was not
+    # yet known), one over the recording, whose block means wander by 0.05
+    x, labels = _wandering([1.0, 1.01], [6, 30], wander=0.05, seed=seed)
+    assert (steps_within_wander(labels, x, transitions=set(), block=BLOCK, p=P) == 0).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_step_beyond_the_wander_stays(seed: int) -> None:
+    x, labels = _wandering([1.0, 1.3], [6, 30], wander=0.05, seed=seed)
+    assert (steps_within_wander(labels, x, transitions=set(), block=BLOCK, p=P) == labels).all()
+    # a window without a value (a trace's first has no keyspace growth yet) changes nothing
+    x[0] = np.nan
+    assert (steps_within_wander(labels, x, transitions=set(), block=BLOCK, p=P) == labels).all()
+
+
+def test_levels_in_a_row_join_the_first_and_the_changes_follow() -> None:
+    x, labels = _wandering([1.0, 1.01, 0.99, 1.5], [6, 10, 20, 20], wander=0.05, seed=0)
+    after = steps_within_wander(labels, x, transitions=set(), block=BLOCK, p=P)
+    assert (after[: 36 * BLOCK] == 0).all() and (after[36 * BLOCK :] == 3).all()
+    rows = np.asarray([(-1, 0, 0, 30), (0, 1, 60, 120), (1, 2, 160, 250), (2, 3, 360, 400)])
+    assert merged_changes(rows, labels, after, 0).tolist() == [[-1, 0, 0, 30], [0, 3, 360, 400]]
+
+
+def test_a_transition_is_never_merged_nor_merged_into() -> None:
+    x, labels = _wandering([1.0, 1.01, 1.0], [6, 10, 20], wander=0.05, seed=0)
+    for transitions in ({0}, {1}, {2}):
+        after = steps_within_wander(labels, x, transitions=transitions, block=BLOCK, p=P)
+        t = next(iter(transitions))
+        assert (after[labels == t] == t).all(), "a transition keeps its windows"
+        assert not (after[labels != t] == t).any(), "and takes no others"
+
+
+def test_without_a_steady_run_of_two_blocks_the_wander_is_unknown() -> None:
+    x, labels = _wandering([1.0, 1.0], [1, 1], wander=0.05, seed=0)  # one level, in two runs
+    assert (steps_within_wander(labels, x, transitions=set(), block=BLOCK, p=P) == labels).all()

@@ -67,11 +67,14 @@ class DetectorParams:
     ``drift_half_life_s``
         Memory of a steady regime's level, so it follows slow drift (s).
     ``trend_block_s``
-        In hindsight (a replayed recording: ``detect``, a series), a steady regime that
-        follows a transition is read in blocks of this length (s); if its block means
-        trend the way the transition went (Kendall's tau at ``match_p``), it was the
-        transition's slow tail and takes its id (:mod:`regimetune.regimes.hindsight`).
-        Live labels and the service's ``update`` are not affected.
+        In hindsight (a replayed recording: ``detect``, a series), steady runs are read in
+        blocks of this length (s) (:mod:`regimetune.regimes.hindsight`): a steady regime
+        that follows a transition and whose block means trend the way the transition went
+        (Kendall's tau at ``match_p``) was the transition's slow tail and takes its id;
+        then a steady run whose mean differs from the steady run before it by no more than
+        the block means wander over the recording (a t test at ``match_p``) is the same
+        level and takes its id. Live labels and the service's ``update`` are not affected;
+        a block longer than the recording turns both off.
     ``growth_lag_s``
         How far back the keyspace growth rate looks (s).
     ``max_regimes``
