@@ -38,7 +38,6 @@ Both run after the fact only: the live labels (``online_labels``) and the servic
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Collection
 
 import numpy as np
@@ -54,6 +53,7 @@ def slow_tails(
     in windows."""
     out = labels.copy()
     starts, ends = _runs(labels)
+    means = _Means(x)
     last = len(starts) - 1  # the last run has not ended: it may still level off
     i = 1
     while i < last:
@@ -62,11 +62,11 @@ def slow_tails(
         if prev not in transitions:
             i += 1
             continue
-        went = _direction(x[prev_start:start], block)
+        went = _direction(means, prev_start, start, block)
         k = i
         # the shortest chain of steady runs from here that trends the transition's way
         while k < last and out[starts[k]] not in transitions:
-            if _trends(x[start : ends[k]], went, block=block, p=p):
+            if _trends(means.blocks(start, ends[k], block), went, p=p):
                 out[start : ends[k]] = prev
                 i = k
                 break
@@ -75,25 +75,24 @@ def slow_tails(
     return out
 
 
-def _direction(transition: np.ndarray, block: int) -> np.ndarray:
-    """The sign of each feature's move over ``transition``: its last block's mean against
-    its first's."""
-    edge = min(len(transition), block)
-    return np.sign(_nanmean(transition[-edge:]) - _nanmean(transition[:edge]))
+def _direction(means: _Means, start: int, end: int, block: int) -> np.ndarray:
+    """The sign of each feature's move over the transition ``[start, end)``: its last
+    block's mean against its first's."""
+    edge = min(end - start, block)
+    return np.sign(means.of(end - edge, end) - means.of(start, start + edge))
 
 
-def _trends(run: np.ndarray, went: np.ndarray, *, block: int, p: float) -> bool:
-    """Whether ``run``'s block means trend, in some feature, the way ``went`` says."""
-    n_blocks = len(run) // block
-    if n_blocks < 2:  # no order to test
+def _trends(blocks: np.ndarray, went: np.ndarray, *, p: float) -> bool:
+    """Whether the block means ``blocks`` (blocks x features) trend, in some feature, the
+    way ``went`` says."""
+    if len(blocks) < 2:  # no order to test
         return False
-    d = run.shape[1]
-    means = _block_means(run, block)
-    order = np.arange(n_blocks)
+    d = blocks.shape[1]
+    order = np.arange(len(blocks))
     for j in range(d):
         if went[j] == 0:
             continue
-        tau, pvalue = kendalltau(order, means[:, j])
+        tau, pvalue = kendalltau(order, blocks[:, j])
         if np.sign(tau) == went[j] and pvalue < p / d:
             return True
     return False
@@ -107,54 +106,63 @@ def steps_within_wander(
     ``block`` is the block length in windows."""
     out = labels.copy()
     starts, ends = _runs(out)
+    means = _Means(x)
     steady = [(a, b) for a, b in zip(starts, ends, strict=True) if out[a] not in transitions]
-    wander, df = _level_wander(x, steady, block)
+    wander, df = _level_wander(means, steady, block)
     if df < 1:  # no steady run of two blocks: the wander is unknown
         return out
     d = x.shape[1]
     q = student_t.ppf(1.0 - p / (2 * d), df)
-    for i in range(1, len(starts)):
-        start, end = starts[i], ends[i]
+    first = 0  # where the run before starts, with any run already merged into it
+    for start, end in zip(starts[1:], ends[1:], strict=True):
         before = out[start - 1]
-        if before in transitions or out[start] in transitions:
-            continue
-        first = start - 1  # the whole run before, with any run already merged into it
-        while first > 0 and out[first - 1] == before:
-            first -= 1
-        diff = _nanmean(x[first:start]) - _nanmean(x[start:end])
-        se = np.sqrt(wander * block * (1.0 / (start - first) + 1.0 / (end - start)))
-        if not (np.abs(diff) > q * se).any():  # a feature without values (NaN) differs in nothing
-            out[start:end] = before
+        if before not in transitions and out[start] not in transitions:
+            diff = means.of(first, start) - means.of(start, end)
+            se = np.sqrt(wander * block * (1.0 / (start - first) + 1.0 / (end - start)))
+            if not (np.abs(diff) > q * se).any():  # a feature without values (NaN) differs in nothing
+                out[start:end] = before
+                continue
+        first = start
     return out
 
 
-def _level_wander(x: np.ndarray, steady: list[tuple[int, int]], block: int) -> tuple[np.ndarray, int]:
+def _level_wander(means: _Means, steady: list[tuple[int, int]], block: int) -> tuple[np.ndarray, int]:
     """The variance of block means about their run's mean, per feature, pooled over the
     ``steady`` runs ``(start, end)`` of two blocks or more, and its degrees of freedom."""
-    squares = np.zeros(x.shape[1])
+    squares = 0.0
     df = 0
     for start, end in steady:
-        means = _block_means(x[start:end], block)
-        if len(means) < 2:
+        blocks = means.blocks(start, end, block)
+        if len(blocks) < 2:
             continue
-        squares += np.nansum((means - _nanmean(means)) ** 2, axis=0)
-        df += len(means) - 1
-    return squares / max(df, 1), df
+        squares = squares + np.nansum((blocks - blocks.mean(axis=0)) ** 2, axis=0)
+        df += len(blocks) - 1
+    return np.asarray(squares) / max(df, 1), df
 
 
-def _block_means(run: np.ndarray, block: int) -> np.ndarray:
-    """The means of ``run``'s whole blocks of ``block`` windows, ``(blocks, features)``
-    (NaN where a feature has no value in a block)."""
-    n_blocks = len(run) // block
-    return _nanmean(run[: n_blocks * block].reshape(n_blocks, block, run.shape[1]), axis=-2)
+class _Means:
+    """The mean of the values present over any stretch of windows, from cumulative sums (a
+    feature may have no value in a window: a trace's first has no keyspace growth yet)."""
 
+    def __init__(self, x: np.ndarray) -> None:
+        present = ~np.isnan(x)
+        zero = np.zeros((1, x.shape[1]))
+        self._sum = np.vstack([zero, np.cumsum(np.where(present, x, 0.0), axis=0)])
+        self._count = np.vstack([zero, np.cumsum(present, axis=0)])
 
-def _nanmean(a: np.ndarray, axis: int = 0) -> np.ndarray:
-    """The mean over ``axis`` of the values that are there (NaN where none is: a trace's
-    first window has no keyspace growth yet)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # "mean of empty slice"
-        return np.nanmean(a, axis=axis)
+    def between(self, edges: np.ndarray) -> np.ndarray:
+        """The means of the stretches between consecutive window ``edges``, one row each
+        (NaN where a feature has no value in one)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.diff(self._sum[edges], axis=0) / np.diff(self._count[edges], axis=0)
+
+    def of(self, start: int, end: int) -> np.ndarray:
+        """The mean of windows ``[start, end)``."""
+        return self.between(np.array([start, end]))[0]
+
+    def blocks(self, start: int, end: int, block: int) -> np.ndarray:
+        """The means of the whole blocks of ``block`` windows from ``start`` before ``end``."""
+        return self.between(start + block * np.arange((end - start) // block + 1))
 
 
 def _runs(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
