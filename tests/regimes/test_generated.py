@@ -69,6 +69,22 @@ def test_a_fast_decay_that_ends_in_a_slow_drift_is_one_decline_in_hindsight() ->
     assert OnlineRegimeDetector(trend_block_s=1e9).detect(frame).n_regimes == 3
 
 
+@pytest.mark.parametrize("window_s", [10.0, 60.0])
+def test_a_drift_into_the_runs_last_level_ends_where_it_settles_in_hindsight(window_s: float) -> None:
+    # live, a steady regime is founded where the fast drop ends and never left: the drift
+    # and the plateau it settles at are one run, the recording's last; in hindsight its
+    # drift is the decline's, up to where a line turns level
+    frame = run("fast-decay", 17, window_s)
+    truth = change_points(frame["label"])[0]
+    unaided = OnlineRegimeDetector(trend_block_s=1e9).detect(frame)  # without hindsight
+    assert unaided.changes[-1].at_window < truth - 0.02 * len(frame)  # never saw the drift end
+    h = OnlineRegimeDetector().detect(frame)
+    assert h.n_regimes == 2 and ari(frame["label"], h.labels) >= 0.9
+    last = h.changes[-1]
+    assert abs(last.at_window - truth) <= 0.02 * len(frame)
+    assert last.confirmed_window == len(frame) - 1  # known only in hindsight
+
+
 def test_an_early_step_within_the_levels_wander_is_no_change_in_hindsight() -> None:
     # a held-out stationary run of bench/regimes.py (4 h, 256 workers): 25 minutes in, before
     # the detector knows how far a level wanders, a level 0.017 higher in log reads founds a

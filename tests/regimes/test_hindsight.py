@@ -1,12 +1,12 @@
-"""The hindsight passes: a transition's slow tail is the transition, and nothing else is; a
-step within the level's wander is no step, and nothing else is."""
+"""The hindsight passes: a transition's slow tail is the transition (in the last run too), and
+nothing else is; a step within the level's wander is no step, and nothing else is."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from regimetune.regimes.hindsight import merged_changes, slow_tails, steps_within_wander
+from regimetune.regimes.hindsight import merged_changes, settled_tail, slow_tails, steps_within_wander
 
 BLOCK = 10
 P = 0.01
@@ -152,3 +152,94 @@ def test_a_transition_is_never_merged_nor_merged_into() -> None:
 def test_without_a_steady_run_of_two_blocks_the_wander_is_unknown() -> None:
     x, labels = _wandering([1.0, 1.0], [1, 1], wander=0.05, seed=0)  # one level, in two runs
     assert (steps_within_wander(labels, x, transitions=set(), block=BLOCK, p=P) == labels).all()
+
+
+LEVEL = 30  # windows a settled level holds at least
+
+
+def _last(after: np.ndarray, *, seed: int = 0, noise: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
+    """A decline (regime 0, a transition) from 2 down to 1, then ``after`` as the
+    recording's last run (regime 1), with white noise; features, labels."""
+    decline = np.linspace(2.0, 1.0, 40)
+    x = np.r_[decline, after] + np.random.default_rng(seed).normal(0.0, noise, 40 + len(after))
+    return x[:, None], np.r_[np.zeros(40, int), np.ones(len(after), int)]
+
+
+def _settled(x: np.ndarray, labels: np.ndarray, transitions: set[int] | None = None) -> int:
+    """How many windows of the last run ``settled_tail`` gave the transition (a prefix)."""
+    after = settled_tail(
+        labels, x, transitions={0} if transitions is None else transitions, block=BLOCK, p=P, level=LEVEL
+    )
+    moved = np.flatnonzero(after != labels)
+    assert (after[moved] == 0).all() and (moved == 40 + np.arange(len(moved))).all(), (
+        "a prefix of the last run"
+    )
+    return len(moved)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_last_runs_drift_is_its_transitions_up_to_where_it_settles(seed: int) -> None:
+    # 10 % more of the fall over 150 windows, then level for 150: the drift ends at 150
+    x, labels = _last(np.r_[np.linspace(1.0, 0.9, 150), np.full(150, 0.9)], seed=seed)
+    assert abs(_settled(x, labels) - 150) <= 10
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_last_run_that_is_level_or_rebounds_is_not_a_tail(seed: int) -> None:
+    assert _settled(*_last(np.full(300, 1.0), seed=seed)) == 0
+    assert _settled(*_last(np.r_[np.linspace(1.0, 1.1, 150), np.full(150, 1.1)], seed=seed)) == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_step_the_online_pass_missed_is_not_a_drift(seed: int) -> None:
+    # the last run holds two levels (a step down, the transition's way): a line through
+    # them trends, but two levels fit them better
+    assert _settled(*_last(np.r_[np.full(120, 1.0), np.full(180, 0.9)], seed=seed)) == 0
+
+
+def test_the_level_it_settles_at_holds_min_regime() -> None:
+    x, labels = _last(np.r_[np.linspace(1.0, 0.9, 295), np.full(5, 0.9)])
+    assert _settled(x, labels) == 0  # the drift may still be going: nothing settled long enough
+    x, labels = _last(np.r_[np.linspace(1.0, 0.9, 300 - 2 * LEVEL), np.full(2 * LEVEL, 0.9)])
+    assert _settled(x, labels) > 0
+
+
+def test_only_a_last_run_after_a_transition_is_judged() -> None:
+    x, labels = _last(np.r_[np.linspace(1.0, 0.9, 150), np.full(150, 0.9)])
+    assert _settled(x, labels, transitions=set()) == 0
+    assert _settled(x, labels, transitions={0, 1}) == 0
+    plateau = np.full((100, 1), 0.9)  # a run after it: the slow-tail pass judges the drift
+    assert (
+        settled_tail(
+            np.r_[labels, np.full(100, 2)], np.r_[x, plateau], transitions={0}, block=BLOCK, p=P, level=LEVEL
+        )[40:340]
+        == 1
+    ).all()
+
+
+def test_a_change_into_a_run_whose_drift_was_merged_is_dated_where_it_settled() -> None:
+    x, labels = _last(np.r_[np.linspace(1.0, 0.9, 150), np.full(150, 0.9)])
+    after = settled_tail(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL)
+    turn = int(np.flatnonzero(after == 1)[0])
+    t0 = 1000
+    rows = np.asarray([(-1, 0, t0, t0 + 5), (0, 1, t0 + 40, t0 + 90)])
+    # confirmed at 90, now dated later: known only in hindsight, at the recording's last window
+    assert merged_changes(rows, labels, after, t0).tolist() == [
+        [-1, 0, t0, t0 + 5],
+        [0, 1, t0 + turn, t0 + 339],
+    ]
+    early = np.asarray([(0, 1, t0 + 40, t0 + turn + 5)])  # confirmed after it: that stays
+    assert merged_changes(early, labels, after, t0).tolist() == [[0, 1, t0 + turn, t0 + turn + 5]]
+
+
+def test_the_drift_is_judged_on_block_means_at_match_p() -> None:
+    # noiseless, so the hinge is exact; Kendall's tau over five blocks cannot reach
+    # p = 0.01 (2 / 5! = 0.017), over seven it does
+    assert _settled(*_last(np.r_[np.linspace(1.0, 0.5, 5 * BLOCK), np.full(100, 0.5)], noise=0.0)) == 0
+    assert (
+        abs(
+            _settled(*_last(np.r_[np.linspace(1.0, 0.5, 7 * BLOCK), np.full(100, 0.5)], noise=0.0))
+            - 7 * BLOCK
+        )
+        <= 1
+    )

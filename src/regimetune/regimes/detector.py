@@ -52,7 +52,7 @@ from regimetune.models import (
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
 from regimetune.regimes.features import FeatureExtractor, series_inputs
-from regimetune.regimes.hindsight import merged_changes, slow_tails, steps_within_wander
+from regimetune.regimes.hindsight import merged_changes, settled_tail, slow_tails, steps_within_wander
 from regimetune.regimes.params import DetectorParams
 
 #: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
@@ -230,12 +230,15 @@ class OnlineRegimeDetector(base.Clusterer):
     def _hindsight(
         self, labels: np.ndarray, x: np.ndarray, changes: np.ndarray, t0: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """A replay's labels and changes with each transition's slow tail merged into it,
-        then each step within the level's wander (:mod:`regimetune.regimes.hindsight`)."""
+        """A replay's labels and changes with each transition's slow tail merged into it
+        (the last run's drift too), then each step within the level's wander
+        (:mod:`regimetune.regimes.hindsight`)."""
         p = self.params
         transitions, block = set(self.transitions), p.windows(p.trend_block_s, self.window_s_)
-        tails = slow_tails(labels, x, transitions=transitions, block=block, p=p.match_p)
-        after = steps_within_wander(tails, x, transitions=transitions, block=block, p=p.match_p)
+        after = slow_tails(labels, x, transitions=transitions, block=block, p=p.match_p)
+        level = p.windows(p.min_regime_s, self.window_s_)
+        after = settled_tail(after, x, transitions=transitions, block=block, p=p.match_p, level=level)
+        after = steps_within_wander(after, x, transitions=transitions, block=block, p=p.match_p)
         return after, merged_changes(changes, labels, after, t0)
 
     # -- river API ------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """What a whole recording shows that the online pass could not know: a transition's slow
-tail, and how far a level wanders.
+tail (in the last run too), and how far a level wanders.
 
 **Slow tails.** Online, a transition (a decline) ends once a level holds ``min_regime_s``
 without a slope the change test can see. A decline that ends in a slow drift (most of the
@@ -9,12 +9,21 @@ sometimes two, one after the other), and it keeps moving. Over their whole life 
 shows: read in blocks of ``trend_block_s``, their level trends the way the transition went.
 In hindsight (:meth:`~regimetune.regimes.OnlineRegimeDetector.detect`, a replayed recording)
 the shortest chain of steady runs after a transition that trends its way is the
-transition's tail, and its windows take the transition's id. The recording's last run is
-never judged: it may hold the drift and the level it settled at, which nothing after it
-tells apart. The trend test is Kendall's tau of the block means against time, per feature,
-at ``match_p`` shared among the features (Bonferroni): a rank test, so one block that still
-holds the end of the decline does not make a plateau a drift, and a level that wanders
-without a direction is no trend.
+transition's tail, and its windows take the transition's id. The trend test is Kendall's
+tau of the block means against time, per feature, at ``match_p`` shared among the features
+(Bonferroni): a rank test, so one block that still holds the end of the decline does not
+make a plateau a drift, and a level that wanders without a direction is no trend.
+
+**The last run's drift.** The recording's last run is not judged whole: when the online
+pass never saw the drift end, it holds the drift and the level it settled at, and nothing
+after it tells them apart. Its shape does: a line that moves the way the transition went,
+then a level (a hinge). The hinge is fitted by least squares on the features whose own best
+hinge has a slope that way and fits better than a level (a likelihood ratio at ``match_p``,
+shared), each with its own residual variance; it stands if the level after it has held
+``min_regime_s``, the part before it trends by the test above, and a line fits that part
+better than two levels (else it is a step the online pass missed, not a drift). The part
+before the hinge takes the transition's id, and the change into the level is dated at the
+hinge, known at the recording's last window.
 
 **Steps within the wander.** Online, a young regime's level is judged before the detector
 has seen how far a level wanders (the spread of a level is learnt from whole
@@ -26,7 +35,7 @@ A steady run whose mean does not differ from the steady run just before it by mo
 that wander allows (a two-sided t test per feature, at ``match_p`` shared among the
 features) is the same level, and takes its id.
 
-Both run after the fact only: the live labels (``online_labels``) and the service's
+All three run after the fact only, in that order: the live labels (``online_labels``) and the service's
 ``update`` are unchanged.
 
 >>> import numpy as np
@@ -41,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import numpy as np
-from scipy.stats import kendalltau
+from scipy.stats import chi2, kendalltau
 from scipy.stats import t as student_t
 
 
@@ -73,6 +82,98 @@ def slow_tails(
             k += 1
         i += 1
     return out
+
+
+def settled_tail(
+    labels: np.ndarray, x: np.ndarray, *, transitions: Collection[int], block: int, p: float, level: int
+) -> np.ndarray:
+    """``labels`` with the drift at the start of the recording's last run, when that run
+    follows a transition, relabelled as the transition (see the module); the level it
+    settles at holds ``level`` windows at least."""
+    out = labels.copy()
+    starts, ends = _runs(out)
+    if len(starts) < 2:
+        return out
+    start, end = starts[-1], ends[-1]
+    before = out[start - 1]
+    if before not in transitions or out[start] in transitions:
+        return out
+    means = _Means(x)
+    went = _direction(means, starts[-2], start, block)
+    turn = _hinge(x[start:end], went, p, level)
+    if turn is not None and _trends(means.blocks(start, start + turn, block), went, p=p):
+        out[start : start + turn] = before
+    return out
+
+
+def _hinge(run: np.ndarray, went: np.ndarray, p: float, level: int) -> int | None:
+    """Where a line that moves the way ``went`` says turns into a level that holds ``level``
+    windows, in windows from the start of ``run``: the least-squares hinge of the features
+    whose own best hinge has a slope that way and fits better than a level (a likelihood
+    ratio at ``p`` shared among the features), each with its own residual variance; None
+    if no feature has one."""
+    k, d = run.shape
+    if k - level < 3:
+        return None
+    costs, cols = [], []
+    for j in range(d):
+        y = run[:, j]
+        if went[j] == 0 or np.isnan(y).any():
+            continue
+        rss, slope, flat = _hinge_fits(y)
+        best = int(np.argmin(rss))
+        gain = 0.5 * k * np.log(flat / rss[best])
+        if np.sign(slope[best]) == went[j] and gain > 0.5 * chi2.ppf(1.0 - p / d, 2):
+            costs.append(0.5 * k * np.log(rss))
+            cols.append(j)
+    if not costs:
+        return None
+    turn = 2 + int(np.argmin(np.sum(costs, axis=0)))
+    if turn > k - level:
+        return None  # the drift may still be going: no level has held long enough
+    drift = run[:turn, cols]
+    if np.sum(np.log(_step_rss(drift))) < np.sum(np.log(_line_rss(drift))):
+        return None  # two levels fit it better than a line: a step the online pass missed
+    return turn
+
+
+def _hinge_fits(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """For every hinge ``h`` from 2 to ``len(y) - 2``: the residual sum of squares and the
+    slope of ``y ~ a + b min(u - h, 0)`` (a line until window ``h``, then level), and the
+    residual sum of squares about the mean, from running sums."""
+    k = len(y)
+    yc = y - y.mean()
+    u = np.arange(k, dtype=float)
+    h = np.arange(2, k - 1, dtype=float)
+    before = h.astype(int)  # windows on the line: u < h
+    su, suu = np.r_[0.0, np.cumsum(u)][before], np.r_[0.0, np.cumsum(u * u)][before]
+    sy, suy = np.r_[0.0, np.cumsum(yc)][before], np.r_[0.0, np.cumsum(u * yc)][before]
+    sz = su - h * h  # sums of z = u - h over u < h
+    szz = suu - 2.0 * h * su + h * h * h
+    szy = suy - h * sy
+    czz = szz - sz * sz / k  # about the means (yc sums to 0)
+    flat = float(yc @ yc)
+    slope = szy / czz
+    rss = np.maximum(flat - szy * slope, 1e-300 + 1e-12 * flat)
+    return rss, slope, max(flat, 1e-300)
+
+
+def _line_rss(y: np.ndarray) -> np.ndarray:
+    """Each column's residual sum of squares about its least-squares line."""
+    u = np.arange(len(y), dtype=float)
+    u -= u.mean()
+    yc = y - y.mean(axis=0)
+    return np.maximum((yc * yc).sum(axis=0) - (u @ yc) ** 2 / (u @ u), 1e-300)
+
+
+def _step_rss(y: np.ndarray) -> np.ndarray:
+    """Each column's least residual sum of squares about two levels, split anywhere."""
+    n = len(y)
+    yc = y - y.mean(axis=0)
+    head = np.cumsum(yc, axis=0)[:-1]  # sums of the first i + 1 values
+    i = np.arange(1, n, dtype=float)[:, None]
+    explained = head * head / i + head * head / (n - i)  # the tail sums to -head
+    return np.maximum((yc * yc).sum(axis=0) - explained.max(axis=0), 1e-300)
 
 
 def _direction(means: _Means, start: int, end: int, block: int) -> np.ndarray:
@@ -173,17 +274,23 @@ def _runs(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def merged_changes(changes: np.ndarray, before: np.ndarray, after: np.ndarray, t0: int) -> np.ndarray:
     """The change rows ``(from, to, at, confirmed)`` (``at`` counted from ``t0``) that
-    still hold once ``before``'s labels became ``after``'s: a change into a merged tail
-    is gone, and the change out of it leaves the transition."""
+    still hold once ``before``'s labels became ``after``'s: a change into a run merged
+    whole is gone, one into a run whose start was merged (a drift that became its
+    transition's) is dated where the run now starts, and a change out of a merged run
+    leaves the id it was merged into. A change dated past the window it was confirmed at
+    was known only in hindsight: it is confirmed at the recording's last window."""
     keep = []
     for frm, to, at, conf in changes.tolist():
         i = at - t0
         if 0 < i < len(after) and (before[i] != after[i] or before[i - 1] != after[i - 1]):
-            if after[i] == after[i - 1]:
-                continue  # into a tail that is now its transition's
-            frm = int(after[i - 1])
+            while i < len(after) and before[i] == to and after[i] == after[i - 1]:
+                i += 1  # the run's windows that were merged into the one before
+            if i == len(after) or before[i] != to:
+                continue  # into a run merged whole
+            frm, at = int(after[i - 1]), t0 + i
+            conf = max(conf, t0 + len(after) - 1) if at > conf else conf
         keep.append((frm, to, at, conf))
     return np.asarray(keep, dtype=changes.dtype).reshape(-1, 4)
 
 
-__all__ = ["merged_changes", "slow_tails", "steps_within_wander"]
+__all__ = ["merged_changes", "settled_tail", "slow_tails", "steps_within_wander"]
