@@ -70,11 +70,13 @@ class DetectorParams:
         In hindsight (a replayed recording: ``detect``, a series), steady runs are read in
         blocks of this length (s) (:mod:`regimetune.regimes.hindsight`): a steady regime
         that follows a transition and whose block means trend the way the transition went
-        (Kendall's tau at ``match_p``) was the transition's slow tail and takes its id;
+        (Kendall's tau at ``match_p``) was the transition's slow tail and takes its id
+        (in the recording's last run, the part before a hinge where such a drift turns
+        into a level that held ``min_regime_s``);
         then a steady run whose mean differs from the steady run before it by no more than
         the block means wander over the recording (a t test at ``match_p``) is the same
         level and takes its id. Live labels and the service's ``update`` are not affected;
-        a block longer than the recording turns both off.
+        a block longer than the recording turns them off.
     ``growth_lag_s``
         How far back the keyspace growth rate looks (s).
     ``max_regimes``
