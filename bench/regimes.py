@@ -13,8 +13,8 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    old policy until then). Methods: ``online`` (:class:`OnlineRegimeDetector`; white
    noise on trace windows), ``online_ar1`` (the same with ``noise_model="ar1"``, an
    option), ``online_no_hindsight`` (the same without the hindsight passes, which merge
-   a transition's slow tail into it and a step within the level's wander,
-   :mod:`regimetune.regimes.hindsight`), ``pelt`` (ruptures PELT, l2 on the z-scored
+   a transition's slow tail into it, the last run's drift too, and a step within the
+   level's wander, :mod:`regimetune.regimes.hindsight`), ``pelt`` (ruptures PELT, l2 on the z-scored
    features with ``3 d log n``, the TCPD bench's setting) and ``paper`` (:func:`paper_kmeans`).
 2. **TCPD**: :func:`bench.tcpd.run_tcpd` (F1 and cover, margin 5, every annotator) for
    ours and every baseline; the series score, they never tuned anything.

@@ -35,8 +35,8 @@ A steady run whose mean does not differ from the steady run just before it by mo
 that wander allows (a two-sided t test per feature, at ``match_p`` shared among the
 features) is the same level, and takes its id.
 
-All three run after the fact only, in that order: the live labels (``online_labels``) and the service's
-``update`` are unchanged.
+All three run after the fact only, in that order: the live labels (``online_labels``) and
+the service's ``update`` are unchanged.
 
 >>> import numpy as np
 >>> drift = np.r_[np.linspace(2.0, 1.0, 30), np.linspace(1.0, 0.8, 120), np.full(60, 0.8)]
