@@ -243,3 +243,30 @@ def test_the_drift_is_judged_on_block_means_at_match_p() -> None:
         )
         <= 1
     )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_after_every_pass_the_change_rows_are_the_labels_changes(seed: int) -> None:
+    # random runs, transitions, blocks and features (some flat, some with a window that
+    # has no value): whatever the passes merge or re-date, each change of the labels they
+    # leave has exactly one row, dated there and confirmed no earlier
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n, d = int(rng.integers(2, 300)), int(rng.integers(1, 4))
+        x = rng.normal(size=(n, d)).cumsum(axis=0) * rng.choice([0.0, 0.1, 1.0])
+        x[0, int(rng.integers(d))] = np.nan
+        cuts = np.sort(rng.choice(np.arange(1, n), size=min(int(rng.integers(0, 6)), n - 1), replace=False))
+        ids = rng.permutation(10)[: len(cuts) + 1]
+        labels = ids[np.searchsorted(cuts, np.arange(n), side="right")]
+        transitions = set(rng.choice(ids, size=int(rng.integers(0, len(ids) + 1)), replace=False).tolist())
+        judge = {"transitions": transitions, "block": int(rng.integers(1, 40)), "p": P}
+        after = slow_tails(labels, x, **judge)
+        after = settled_tail(after, x, level=int(rng.integers(1, 60)), **judge)
+        after = steps_within_wander(after, x, **judge)
+        starts = np.r_[0, cuts]
+        rows = np.asarray([(labels[s - 1] if s else -1, labels[s], s, min(s + 5, n - 1)) for s in starts])
+        kept = merged_changes(rows, labels, after, 0).tolist()
+        changes = np.flatnonzero(after[1:] != after[:-1]) + 1
+        assert [at for _, _, at, _ in kept] == [0, *changes.tolist()]
+        for frm, to, at, conf in kept[1:]:
+            assert (frm, to) == (after[at - 1], after[at]) and conf >= at
