@@ -259,6 +259,15 @@ def test_after_every_pass_the_change_rows_are_the_labels_changes(seed: int) -> N
         ids = rng.permutation(10)[: len(cuts) + 1]
         labels = ids[np.searchsorted(cuts, np.arange(n), side="right")]
         transitions = set(rng.choice(ids, size=int(rng.integers(0, len(ids) + 1)), replace=False).tolist())
+        if len(cuts) >= 2 and rng.random() < 0.5:  # a decline, then a last run that drifts, then levels
+            transitions.add(int(labels[cuts[-2]]))
+            transitions.discard(int(labels[-1]))
+            tail = n - cuts[-1]
+            x[cuts[-2] :] = np.r_[np.linspace(3.0, 1.0, cuts[-1] - cuts[-2]), np.linspace(1.0, 0.5, tail)][
+                :, None
+            ]
+            x[n - tail // 3 :] = 0.5
+            x[cuts[-2] :] += rng.normal(0.0, 0.02, (n - cuts[-2], d))
         judge = {"transitions": transitions, "block": int(rng.integers(1, 40)), "p": P}
         after = slow_tails(labels, x, **judge)
         after = settled_tail(after, x, level=int(rng.integers(1, 60)), **judge)
