@@ -54,6 +54,27 @@ def test_the_regime_count_is_of_the_regimes_shown_when_a_slow_tail_was_merged(tm
     assert "online detector, 2 regimes" in runner.invoke(app, ["detect", str(path)]).output
 
 
+def test_a_change_found_only_in_hindsight_says_so(tmp_path: Path) -> None:
+    # the drift and the plateau were one regime live; the change where the drift settled is
+    # dated over the whole trace and confirmed at its last window, and the table says why
+    path = tmp_path / "fast-decay.csv"
+    write_events(
+        generate(GeneratorConfig(duration_s=10_800, workers=192, seed=17, preset="fast-decay")), path, None
+    )
+    out = json.loads(runner.invoke(app, ["detect", str(path), "--json"]).output)
+    assert out["changes"][-1]["confirmed_window"] == out["windows"] - 1
+    text = runner.invoke(app, ["detect", str(path)]).output
+    assert f"confirmed at the last window ({out['windows'] - 1}) was found in hindsight" in " ".join(
+        text.split()
+    )
+    # a trace whose changes were all known live has no such line
+    seven = tmp_path / "seven.csv"
+    write_events(
+        generate(GeneratorConfig(duration_s=10_800, workers=192, seed=7, preset="fast-decay")), seven, None
+    )
+    assert "in hindsight" not in runner.invoke(app, ["detect", str(seven)]).output
+
+
 def test_paper_mode_reports_the_third_regime_and_plots(trace: Path, tmp_path: Path) -> None:
     png = tmp_path / "fig7.png"
     res = runner.invoke(app, ["detect", str(trace), "--paper", "--plot", str(png)])
