@@ -279,16 +279,18 @@ def merged_changes(changes: np.ndarray, before: np.ndarray, after: np.ndarray, t
     transition's) is dated where the run now starts, and a change out of a merged run
     leaves the id it was merged into. A change dated past the window it was confirmed at
     was known only in hindsight: it is confirmed at the recording's last window."""
+    n = len(after)
     keep = []
     for frm, to, at, conf in changes.tolist():
         i = at - t0
-        if 0 < i < len(after) and (before[i] != after[i] or before[i - 1] != after[i - 1]):
-            while i < len(after) and before[i] == to and after[i] == after[i - 1]:
-                i += 1  # the run's windows that were merged into the one before
-            if i == len(after) or before[i] != to:
+        if 0 < i < n and (before[i] != after[i] or before[i - 1] != after[i - 1]):
+            if before[i] == to and after[i] == after[i - 1]:  # its first windows were merged
+                rest = np.flatnonzero((before[i:] != to) | (after[i:] != after[i - 1]))
+                i = i + int(rest[0]) if len(rest) else n
+            if i == n or before[i] != to:
                 continue  # into a run merged whole
             frm, at = int(after[i - 1]), t0 + i
-            conf = max(conf, t0 + len(after) - 1) if at > conf else conf
+            conf = max(conf, t0 + n - 1) if at > conf else conf
         keep.append((frm, to, at, conf))
     return np.asarray(keep, dtype=changes.dtype).reshape(-1, 4)
 
