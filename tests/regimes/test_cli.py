@@ -63,16 +63,17 @@ def test_a_change_found_only_in_hindsight_says_so(tmp_path: Path) -> None:
     )
     out = json.loads(runner.invoke(app, ["detect", str(path), "--json"]).output)
     assert out["changes"][-1]["confirmed_window"] == out["windows"] - 1
-    text = runner.invoke(app, ["detect", str(path)]).output
-    assert f"confirmed at the last window ({out['windows'] - 1}) was found in hindsight" in " ".join(
-        text.split()
-    )
+    said = f"confirmed at the last window ({out['windows'] - 1}) was found in hindsight"
+    html = tmp_path / "report.html"
+    text = runner.invoke(app, ["detect", str(path), "--report", str(html)]).output
+    assert said in " ".join(text.split()) and said in html.read_text()
     # a trace whose changes were all known live has no such line
     seven = tmp_path / "seven.csv"
     write_events(
         generate(GeneratorConfig(duration_s=10_800, workers=192, seed=7, preset="fast-decay")), seven, None
     )
-    assert "in hindsight" not in runner.invoke(app, ["detect", str(seven)]).output
+    assert "in hindsight" not in runner.invoke(app, ["detect", str(seven), "--report", str(html)]).output
+    assert "in hindsight" not in html.read_text()
 
 
 def test_paper_mode_reports_the_third_regime_and_plots(trace: Path, tmp_path: Path) -> None:

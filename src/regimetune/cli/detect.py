@@ -35,7 +35,7 @@ from regimetune.models import (
     RegimeSegment,
     WindowFrame,
 )
-from regimetune.reports.page import segment_cells
+from regimetune.reports.page import hindsight_note, segment_cells
 
 if TYPE_CHECKING:
     from regimetune.regimes import OnlineRegimeDetector
@@ -299,13 +299,8 @@ def detect_cmd(
         print_tables(console, _segments_table(title, segments, origin))
         if changes:
             print_tables(console, _changes_table(changes, origin))
-        last = int(frame["index"][-1])
-        if any(c.confirmed_window == last and c.delay_windows > 0 for c in changes):
-            console.print(
-                f"a change confirmed at the last window ({last}) was found in hindsight, over the "
-                "whole trace: live, the drift before it looked like the level it settled at",
-                highlight=False,
-            )
+        if (hindsight := hindsight_note(changes, int(frame["index"][-1]))) is not None:
+            console.print(hindsight, highlight=False)
         console.print(f"times are relative to the trace's start (t = {origin:,.3f} s)", highlight=False)
         if paper and out["third_start_window"] is not None:
             console.print(

@@ -12,7 +12,14 @@ import numpy as np
 
 from regimetune.models import InputError, RegimeChange, RegimeSegment, WindowFrame
 from regimetune.reports.charts import figure_data_uri, rate_timeline, regime_color
-from regimetune.reports.page import HtmlTable, figure_html, render_page, segment_cells, since_start
+from regimetune.reports.page import (
+    HtmlTable,
+    figure_html,
+    hindsight_note,
+    render_page,
+    segment_cells,
+    since_start,
+)
 
 _EPOCH_2000 = 946_684_800.0  # a trace stamped after this is taken to use Unix epoch seconds
 
@@ -35,8 +42,9 @@ def segments_table(segments: Sequence[RegimeSegment], origin: float) -> HtmlTabl
     )
 
 
-def changes_table(changes: Sequence[RegimeChange], origin: float) -> HtmlTable:
-    """One row per confirmed change: where it began, when it was confirmed, the delay."""
+def changes_table(changes: Sequence[RegimeChange], origin: float, last_window: int) -> HtmlTable:
+    """One row per confirmed change: where it began, when it was confirmed, the delay (and a
+    word on a change dated in hindsight, confirmed at ``last_window``)."""
     rows = tuple(
         (
             "start" if c.from_id is None else str(c.from_id),
@@ -49,8 +57,11 @@ def changes_table(changes: Sequence[RegimeChange], origin: float) -> HtmlTable:
         )
         for c in changes
     )
+    note = hindsight_note(changes, last_window)
     return HtmlTable(
-        caption="one row per confirmed change, in the colour of the regime it starts",
+        caption="; ".join(
+            filter(None, ["one row per confirmed change, in the colour of the regime it starts", note])
+        ),
         headers=("from", "to", "at window", "at", "confirmed window", "confirmed at", "delay (windows)"),
         rows=rows,
         swatches=tuple(regime_color(c.to_id) for c in changes),
@@ -84,7 +95,7 @@ def detect_report(
         ("segments", segments_table(segments, origin).html()),
     ]
     if changes:
-        sections.append(("confirmed changes", changes_table(changes, origin).html()))
+        sections.append(("confirmed changes", changes_table(changes, origin, int(frame["index"][-1])).html()))
     return render_page(title, meta, sections)
 
 

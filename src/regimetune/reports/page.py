@@ -9,7 +9,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from regimetune.models import RegimeSegment
+    from regimetune.models import RegimeChange, RegimeSegment
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -71,6 +71,17 @@ def since_start(seconds: float) -> str:
     h, rest = divmod(rest, 3600)
     m, s = divmod(rest, 60)
     return f"+{days}d {h:02d}:{m:02d}:{s:02d}" if days else f"+{h}:{m:02d}:{s:02d}"
+
+
+def hindsight_note(changes: Sequence[RegimeChange], last_window: int) -> str | None:
+    """What the terminal table and the HTML report both say under a change that was dated
+    in hindsight (confirmed at the trace's last window, after it began), or None."""
+    if not any(c.confirmed_window == last_window and c.delay_windows > 0 for c in changes):
+        return None
+    return (
+        f"a change confirmed at the last window ({last_window}) was found in hindsight, over the "
+        "whole trace: live, the drift before it looked like the level it settled at"
+    )
 
 
 def segment_cells(segment: RegimeSegment, origin: float) -> tuple[str, ...]:
