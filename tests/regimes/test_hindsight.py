@@ -279,3 +279,16 @@ def test_after_every_pass_the_change_rows_are_the_labels_changes(seed: int) -> N
         assert [at for _, _, at, _ in kept] == [0, *changes.tolist()]
         for frm, to, at, conf in kept[1:]:
             assert (frm, to) == (after[at - 1], after[at]) and conf >= at
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_level_and_a_step_after_a_decline_are_not_a_drift(seed: int) -> None:
+    # the online pass cut the decline's end into a steady run that levels off at 1.0, then
+    # found the step to 0.85: a hinge over both runs would take the level and the step for
+    # one drift (a line through them beats one split into two levels, and the rank test
+    # cannot tell a step from a trend); only the last run is judged, and it is level
+    rng = np.random.default_rng(seed)
+    x = np.r_[np.linspace(2.0, 1.2, 40), np.linspace(1.2, 1.0, 24), np.full(60, 1.0), np.full(150, 0.85)]
+    x = (x + rng.normal(0.0, 0.01, len(x)))[:, None]
+    labels = np.r_[np.zeros(40, int), np.ones(84, int), np.full(150, 2)]
+    assert (settled_tail(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL) == labels).all()
