@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regimetune.regimes.hindsight import merged_changes, settled_tail, slow_tails, steps_within_wander
+from regimetune.regimes.hindsight import (
+    merged_changes,
+    settled_tail,
+    slow_tails,
+    steps_within_wander,
+    transition_ends,
+)
 
 BLOCK = 10
 P = 0.01
@@ -80,11 +86,11 @@ def test_tails_in_a_row_join_the_transition_and_the_changes_follow() -> None:
             (3, 2, t0 + 240, t0 + 260),
         ]
     )
-    assert merged_changes(rows, labels, after, t0).tolist() == [
+    assert merged_changes(rows, after, t0).tolist() == [
         [-1, 0, t0, t0 + 5],
         [0, 2, t0 + 240, t0 + 260],
     ]
-    assert merged_changes(rows[:0], labels, after, t0).shape == (0, 4)
+    assert merged_changes(rows[:0], after, t0).shape == (0, 4)
 
 
 def test_the_recordings_last_run_is_not_judged() -> None:
@@ -137,7 +143,7 @@ def test_levels_in_a_row_join_the_first_and_the_changes_follow() -> None:
     after = steps_within_wander(labels, x, transitions=set(), block=BLOCK, p=P)
     assert (after[: 36 * BLOCK] == 0).all() and (after[36 * BLOCK :] == 3).all()
     rows = np.asarray([(-1, 0, 0, 30), (0, 1, 60, 120), (1, 2, 160, 250), (2, 3, 360, 400)])
-    assert merged_changes(rows, labels, after, 0).tolist() == [[-1, 0, 0, 30], [0, 3, 360, 400]]
+    assert merged_changes(rows, after, 0).tolist() == [[-1, 0, 0, 30], [0, 3, 360, 400]]
 
 
 def test_a_transition_is_never_merged_nor_merged_into() -> None:
@@ -224,12 +230,12 @@ def test_a_change_into_a_run_whose_drift_was_merged_is_dated_where_it_settled() 
     t0 = 1000
     rows = np.asarray([(-1, 0, t0, t0 + 5), (0, 1, t0 + 40, t0 + 90)])
     # confirmed at 90, now dated later: known only in hindsight, at the recording's last window
-    assert merged_changes(rows, labels, after, t0).tolist() == [
+    assert merged_changes(rows, after, t0).tolist() == [
         [-1, 0, t0, t0 + 5],
         [0, 1, t0 + turn, t0 + 339],
     ]
     early = np.asarray([(0, 1, t0 + 40, t0 + turn + 5)])  # confirmed after it: that stays
-    assert merged_changes(early, labels, after, t0).tolist() == [[0, 1, t0 + turn, t0 + turn + 5]]
+    assert merged_changes(early, after, t0).tolist() == [[0, 1, t0 + turn, t0 + turn + 5]]
 
 
 def test_the_drift_is_judged_on_block_means_at_match_p() -> None:
@@ -272,9 +278,12 @@ def test_after_every_pass_the_change_rows_are_the_labels_changes(seed: int) -> N
         after = slow_tails(labels, x, **judge)
         after = settled_tail(after, x, level=int(rng.integers(1, 60)), **judge)
         after = steps_within_wander(after, x, **judge)
+        after = transition_ends(
+            after, x, level=int(rng.integers(1, 60)), white=np.ones(d, dtype=bool), **judge
+        )
         starts = np.r_[0, cuts]
         rows = np.asarray([(labels[s - 1] if s else -1, labels[s], s, min(s + 5, n - 1)) for s in starts])
-        kept = merged_changes(rows, labels, after, 0).tolist()
+        kept = merged_changes(rows, after, 0).tolist()
         changes = np.flatnonzero(after[1:] != after[:-1]) + 1
         assert [at for _, _, at, _ in kept] == [0, *changes.tolist()]
         for frm, to, at, conf in kept[1:]:
@@ -292,3 +301,51 @@ def test_a_level_and_a_step_after_a_decline_are_not_a_drift(seed: int) -> None:
     x = (x + rng.normal(0.0, 0.01, len(x)))[:, None]
     labels = np.r_[np.zeros(40, int), np.ones(84, int), np.full(150, 2)]
     assert (settled_tail(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL) == labels).all()
+
+
+WHITE = np.ones(1, dtype=bool)
+
+
+def _decline_then_level(end: int, *, seed: int = 0, noise: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
+    """A decline from 2 down to 1 over 100 windows, then level for 200, with white noise;
+    the labels put the transition's end (the online date) at ``end``."""
+    rng = np.random.default_rng(seed)
+    x = np.r_[np.linspace(2.0, 1.0, 100), np.full(200, 1.0)] + rng.normal(0.0, noise, 300)
+    return x[:, None], np.r_[np.zeros(end, int), np.ones(300 - end, int)]
+
+
+def _end(x: np.ndarray, labels: np.ndarray, *, white: np.ndarray = WHITE) -> int:
+    after = transition_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=white)
+    assert set(np.unique(after[:40])) == {0} and set(np.unique(after[-40:])) == {1}
+    return int(np.flatnonzero(after == 1)[0])
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("online", [80, 120])
+def test_a_transitions_end_moves_to_where_its_line_turns_level(seed: int, online: int) -> None:
+    # dated 20 windows early or late online; the line turns level at 100
+    assert abs(_end(*_decline_then_level(online, seed=seed)) - 100) <= 3
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_end_the_data_do_not_prefer_to_move_stays(seed: int) -> None:
+    # two windows off under noise of a tenth of the fall: no likelihood ratio at match_p
+    # tells the hinge from the online date (twenty off, it does)
+    assert _end(*_decline_then_level(102, seed=seed, noise=0.1)) == 102
+    assert abs(_end(*_decline_then_level(120, seed=seed, noise=0.1)) - 100) <= 5
+
+
+def test_an_end_moves_by_min_regime_at_most_and_only_on_white_features() -> None:
+    x, labels = _decline_then_level(100 + LEVEL + 5)
+    assert _end(x, labels) == 100 + LEVEL + 5  # too far to be the same change
+    x, labels = _decline_then_level(120)
+    assert _end(x, labels, white=np.zeros(1, dtype=bool)) == 120  # AR(1) noise: not a likelihood
+
+
+def test_a_change_into_a_run_that_now_starts_earlier_is_dated_there() -> None:
+    x, labels = _decline_then_level(120)
+    after = transition_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=WHITE)
+    start = int(np.flatnonzero(after == 1)[0])
+    assert start < 120
+    rows = np.asarray([(-1, 0, 0, 5), (0, 1, 120, 150)])
+    assert merged_changes(rows, after, 0).tolist() == [[-1, 0, 0, 5], [0, 1, start, 150]]

@@ -52,7 +52,13 @@ from regimetune.models import (
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
 from regimetune.regimes.features import FeatureExtractor, series_inputs
-from regimetune.regimes.hindsight import merged_changes, settled_tail, slow_tails, steps_within_wander
+from regimetune.regimes.hindsight import (
+    merged_changes,
+    settled_tail,
+    slow_tails,
+    steps_within_wander,
+    transition_ends,
+)
 from regimetune.regimes.params import DetectorParams
 
 #: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
@@ -231,15 +237,20 @@ class OnlineRegimeDetector(base.Clusterer):
         self, labels: np.ndarray, x: np.ndarray, changes: np.ndarray, t0: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """A replay's labels and changes with each transition's slow tail merged into it
-        (the last run's drift too), then each step within the level's wander
+        (the last run's drift too), each step within the level's wander merged, and each
+        transition's end moved where its line turns level
         (:mod:`regimetune.regimes.hindsight`)."""
         p = self.params
         transitions, block = set(self.transitions), p.windows(p.trend_block_s, self.window_s_)
-        after = slow_tails(labels, x, transitions=transitions, block=block, p=p.match_p)
         level = p.windows(p.min_regime_s, self.window_s_)
+        after = slow_tails(labels, x, transitions=transitions, block=block, p=p.match_p)
         after = settled_tail(after, x, transitions=transitions, block=block, p=p.match_p, level=level)
         after = steps_within_wander(after, x, transitions=transitions, block=block, p=p.match_p)
-        return after, merged_changes(changes, labels, after, t0)
+        white = _segmenter.ar_coefficients(self._state, self._kp) == 0.0  # least squares fits them
+        after = transition_ends(
+            after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
+        )
+        return after, merged_changes(changes, after, t0)
 
     # -- river API ------------------------------------------------------------------------
     def learn_one(self, x: Mapping[str, float]) -> None:  # type: ignore[override]

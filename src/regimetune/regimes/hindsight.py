@@ -106,14 +106,65 @@ def settled_tail(
     return out
 
 
+def transition_ends(
+    labels: np.ndarray,
+    x: np.ndarray,
+    *,
+    transitions: Collection[int],
+    block: int,
+    p: float,
+    level: int,
+    white: np.ndarray,
+) -> np.ndarray:
+    """``labels`` with the end of each transition that a steady run follows moved to where
+    its line turns level (see the module), read on the features whose noise is ``white``
+    (for them least squares is the likelihood): only where the data prefer that hinge to
+    the online date by a likelihood ratio at ``p``, by at most ``level`` windows, and with
+    ``level`` windows of the level after it."""
+    out = labels.copy()
+    starts, ends = _runs(labels)
+    means = _Means(x)
+    for i in range(len(starts) - 1):
+        start, end, after = starts[i], starts[i + 1], ends[i + 1]
+        if labels[start] not in transitions or labels[end] in transitions:
+            continue
+        run = x[start:after]
+        found = _turn(run, _direction(means, start, end, block) * white, p)
+        if found is None or not 2 <= end - start <= len(run) - 2:
+            continue
+        turn, cols = found
+        fits = [_hinge_fits(run[:, j])[0] for j in cols]
+        gain = sum(0.5 * len(run) * np.log(rss[end - start - 2] / rss[turn - 2]) for rss in fits)
+        turn += start
+        if gain > 0.5 * chi2.ppf(1.0 - p, 1) and abs(turn - end) <= level and after - turn >= level:
+            out[min(turn, end) : max(turn, end)] = labels[start] if turn > end else labels[end]
+    return out
+
+
 def _hinge(run: np.ndarray, went: np.ndarray, p: float, level: int) -> int | None:
-    """Where a line that moves the way ``went`` says turns into a level that holds ``level``
-    windows, in windows from the start of ``run``: the least-squares hinge of the features
-    whose own best hinge has a slope that way and fits better than a level (a likelihood
-    ratio at ``p`` shared among the features), each with its own residual variance; None
-    if no feature has one."""
+    """Where a drift the way ``went`` says turns into a level that holds ``level`` windows,
+    in windows from the start of ``run`` (see :func:`_turn`); None if it does not, or if
+    two levels fit the drift better than a line (a step the online pass missed)."""
+    found = _turn(run, went, p)
+    if found is None:
+        return None
+    turn, cols = found
+    if turn > len(run) - level:
+        return None  # the drift may still be going: no level has held long enough
+    drift = run[:turn, cols]
+    if np.sum(np.log(_step_rss(drift))) < np.sum(np.log(_line_rss(drift))):
+        return None
+    return turn
+
+
+def _turn(run: np.ndarray, went: np.ndarray, p: float) -> tuple[int, list[int]] | None:
+    """Where a line that moves the way ``went`` says turns into a level, in windows from
+    the start of ``run``, and the features it was read on: the least-squares hinge of the
+    features whose own best hinge has a slope that way and fits better than a level (a
+    likelihood ratio at ``p`` shared among the features), each with its own residual
+    variance; None if no feature has one."""
     k, d = run.shape
-    if k - level < 3:
+    if k < 5:
         return None
     costs, cols = [], []
     for j in range(d):
@@ -128,13 +179,7 @@ def _hinge(run: np.ndarray, went: np.ndarray, p: float, level: int) -> int | Non
             cols.append(j)
     if not costs:
         return None
-    turn = 2 + int(np.argmin(np.sum(costs, axis=0)))
-    if turn > k - level:
-        return None  # the drift may still be going: no level has held long enough
-    drift = run[:turn, cols]
-    if np.sum(np.log(_step_rss(drift))) < np.sum(np.log(_line_rss(drift))):
-        return None  # two levels fit it better than a line: a step the online pass missed
-    return turn
+    return 2 + int(np.argmin(np.sum(costs, axis=0))), cols
 
 
 def _hinge_fits(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -272,27 +317,23 @@ def _runs(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.r_[starts[1:], len(labels)]
 
 
-def merged_changes(changes: np.ndarray, before: np.ndarray, after: np.ndarray, t0: int) -> np.ndarray:
-    """The change rows ``(from, to, at, confirmed)`` (``at`` counted from ``t0``) that
-    still hold once ``before``'s labels became ``after``'s: a change into a run merged
-    whole is gone, one into a run whose start was merged (a drift that became its
-    transition's) is dated where the run now starts, and a change out of a merged run
-    leaves the id it was merged into. A change dated past the window it was confirmed at
-    was known only in hindsight: it is confirmed at the recording's last window."""
+def merged_changes(changes: np.ndarray, after: np.ndarray, t0: int) -> np.ndarray:
+    """The change rows ``(from, to, at, confirmed)`` (``at`` counted from ``t0``) of the
+    labels ``after`` the hindsight passes, from the online pass's ``changes``: one row per
+    change of ``after``, confirmed when the online change into the same regime nearest to
+    it was, and rows dated before the first window as they were. A change dated past that
+    confirmation (a drift that became its transition's) was known only in hindsight: it
+    is confirmed at the recording's last window."""
     n = len(after)
-    keep = []
-    for frm, to, at, conf in changes.tolist():
-        i = at - t0
-        if 0 < i < n and (before[i] != after[i] or before[i - 1] != after[i - 1]):
-            if before[i] == to and after[i] == after[i - 1]:  # its first windows were merged
-                rest = np.flatnonzero((before[i:] != to) | (after[i:] != after[i - 1]))
-                i = i + int(rest[0]) if len(rest) else n
-            if i == n or before[i] != to:
-                continue  # into a run merged whole
-            frm, at = int(after[i - 1]), t0 + i
-            conf = max(conf, t0 + n - 1) if at > conf else conf
-        keep.append((frm, to, at, conf))
+    rows = changes.tolist()
+    keep = [tuple(r) for r in rows if r[2] - t0 <= 0]
+    for i in (np.flatnonzero(after[1:] != after[:-1]) + 1).tolist():
+        to, at = int(after[i]), t0 + i
+        online = [r for r in rows if r[1] == to and 0 < r[2] - t0 < n]
+        if online:  # (every change of the labels has one; a test may pass none)
+            conf = min(online, key=lambda r: abs(r[2] - at))[3]
+            keep.append((int(after[i - 1]), to, at, conf if conf >= at else t0 + n - 1))
     return np.asarray(keep, dtype=changes.dtype).reshape(-1, 4)
 
 
-__all__ = ["merged_changes", "settled_tail", "slow_tails", "steps_within_wander"]
+__all__ = ["merged_changes", "settled_tail", "slow_tails", "steps_within_wander", "transition_ends"]
