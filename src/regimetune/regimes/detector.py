@@ -16,7 +16,8 @@ online clustering of the segments it finds.
   level founds a regime once it has held ``min_regime_s``, and an excursion that lasts as
   long without settling is a *transition* (a decline). K is learnt, up to ``max_regimes``.
 * **In hindsight** (a replay, not ``update``): a steady regime that was a transition's slow
-  tail takes the transition's id (:mod:`regimetune.regimes.hindsight`).
+  tail takes the transition's id, a step within the level's wander is merged, and a
+  transition ends where its line turned level (:mod:`regimetune.regimes.hindsight`).
 
 All parameters are in :class:`~regimetune.regimes.params.DetectorParams`, durations in
 seconds. :meth:`OnlineRegimeDetector.update` is the per-window call of the service;
@@ -27,7 +28,7 @@ The detector is a river :class:`~river.base.Clusterer`, so it composes in river 
 >>> frame = parsplice_like_frame(n_windows=1000, seed=1)  # read as windows of 10 s
 >>> history = OnlineRegimeDetector(window_s=10.0).detect(frame)
 >>> [(s.regime_id, s.start_window) for s in history.segments]
-[(0, 0), (1, 147), (2, 248), (3, 600)]
+[(0, 0), (1, 147), (2, 250), (3, 600)]
 """
 
 from __future__ import annotations
@@ -242,6 +243,8 @@ class OnlineRegimeDetector(base.Clusterer):
         (:mod:`regimetune.regimes.hindsight`)."""
         p = self.params
         transitions, block = set(self.transitions), p.windows(p.trend_block_s, self.window_s_)
+        if block > len(labels):  # no block of the recording to read: hindsight is off
+            return labels, changes
         level = p.windows(p.min_regime_s, self.window_s_)
         after = slow_tails(labels, x, transitions=transitions, block=block, p=p.match_p)
         after = settled_tail(after, x, transitions=transitions, block=block, p=p.match_p, level=level)

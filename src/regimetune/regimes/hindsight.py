@@ -1,5 +1,5 @@
 """What a whole recording shows that the online pass could not know: a transition's slow
-tail (in the last run too), and how far a level wanders.
+tail (in the last run too), where its line turned level, and how far a level wanders.
 
 **Slow tails.** Online, a transition (a decline) ends once a level holds ``min_regime_s``
 without a slope the change test can see. A decline that ends in a slow drift (most of the
@@ -25,6 +25,16 @@ better than two levels (else it is a step the online pass missed, not a drift). 
 before the hinge takes the transition's id, and the change into the level is dated at the
 hinge, known at the recording's last window.
 
+**A transition's end.** Online, a transition ends where the change test's next segment
+starts, which can be minutes after the line turned level (a line segment absorbs a few
+level windows before it costs more than a change). Over the transition and the steady run
+after it, the same hinge tells where the line turns level. It is read on the features
+whose noise the detector reads as white (for AR(1) noise least squares is not the
+likelihood), and the end moves only where a likelihood ratio at ``match_p`` prefers the
+hinge to the online date: the hinge's own precision is a few minutes, so a date it cannot
+tell from its own is left alone. It moves by at most ``min_regime_s``, with
+``min_regime_s`` of level after it.
+
 **Steps within the wander.** Online, a young regime's level is judged before the detector
 has seen how far a level wanders (the spread of a level is learnt from whole
 ``min_regime_s`` blocks of a regime), so early in a recording a step of a few standard
@@ -35,8 +45,9 @@ A steady run whose mean does not differ from the steady run just before it by mo
 that wander allows (a two-sided t test per feature, at ``match_p`` shared among the
 features) is the same level, and takes its id.
 
-All three run after the fact only, in that order: the live labels (``online_labels``) and
-the service's ``update`` are unchanged.
+All run after the fact only, in this order: slow tails, the last run's drift, steps within
+the wander, transition ends. The live labels (``online_labels``) and the service's
+``update`` are unchanged.
 
 >>> import numpy as np
 >>> drift = np.r_[np.linspace(2.0, 1.0, 30), np.linspace(1.0, 0.8, 120), np.full(60, 0.8)]
