@@ -305,7 +305,7 @@ class OnlineRegimeDetector(base.Clusterer):
         """Replay ``frame`` through the detector (learning as it goes, exactly as
         :meth:`update` window by window would) and return its regime history: its
         ``online_labels`` are what :meth:`update` knew, its labels and changes are read
-        in hindsight over this frame (changes dated back, slow tails merged:
+        in hindsight over this frame (changes dated back, then the passes of
         :mod:`regimetune.regimes.hindsight`)."""
         if len(frame) == 0:
             raise InputError("the trace has no windows")

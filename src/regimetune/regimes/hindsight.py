@@ -143,9 +143,8 @@ def transition_ends(
         found = _turn(run, _direction(means, start, end, block) * white, p)
         if found is None or not 2 <= end - start <= len(run) - 2:
             continue
-        turn, cols = found
-        fits = [_hinge_fits(run[:, j])[0] for j in cols]
-        gain = sum(0.5 * len(run) * np.log(rss[end - start - 2] / rss[turn - 2]) for rss in fits)
+        turn, _, cost = found
+        gain = cost[end - start - 2] - cost[turn - 2]  # the online date's cost less the hinge's
         turn += start
         if gain > 0.5 * chi2.ppf(1.0 - p, 1) and abs(turn - end) <= level and after - turn >= level:
             out[min(turn, end) : max(turn, end)] = labels[start] if turn > end else labels[end]
@@ -159,7 +158,7 @@ def _hinge(run: np.ndarray, went: np.ndarray, p: float, level: int) -> int | Non
     found = _turn(run, went, p)
     if found is None:
         return None
-    turn, cols = found
+    turn, cols, _ = found
     if turn > len(run) - level:
         return None  # the drift may still be going: no level has held long enough
     drift = run[:turn, cols]
@@ -168,12 +167,12 @@ def _hinge(run: np.ndarray, went: np.ndarray, p: float, level: int) -> int | Non
     return turn
 
 
-def _turn(run: np.ndarray, went: np.ndarray, p: float) -> tuple[int, list[int]] | None:
+def _turn(run: np.ndarray, went: np.ndarray, p: float) -> tuple[int, list[int], np.ndarray] | None:
     """Where a line that moves the way ``went`` says turns into a level, in windows from
-    the start of ``run``, and the features it was read on: the least-squares hinge of the
-    features whose own best hinge has a slope that way and fits better than a level (a
-    likelihood ratio at ``p`` shared among the features), each with its own residual
-    variance; None if no feature has one."""
+    the start of ``run``, the features it was read on, and the cost (nats) of a hinge at
+    each window from 2: the least-squares hinge of the features whose own best hinge has a
+    slope that way and fits better than a level (a likelihood ratio at ``p`` shared among
+    the features), each with its own residual variance; None if no feature has one."""
     k, d = run.shape
     if k < 5:
         return None
@@ -190,7 +189,8 @@ def _turn(run: np.ndarray, went: np.ndarray, p: float) -> tuple[int, list[int]] 
             cols.append(j)
     if not costs:
         return None
-    return 2 + int(np.argmin(np.sum(costs, axis=0))), cols
+    cost = np.sum(costs, axis=0)
+    return 2 + int(np.argmin(cost)), cols, cost
 
 
 def _hinge_fits(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -338,7 +338,7 @@ def merged_changes(changes: np.ndarray, after: np.ndarray, t0: int) -> np.ndarra
     n = len(after)
     rows = changes.tolist()
     keep = [tuple(r) for r in rows if r[2] - t0 <= 0]
-    for i in (np.flatnonzero(after[1:] != after[:-1]) + 1).tolist():
+    for i in _runs(after)[0][1:].tolist():
         to, at = int(after[i]), t0 + i
         online = [r for r in rows if r[1] == to and 0 < r[2] - t0 < n]
         if online:  # (every change of the labels has one; a test may pass none)
