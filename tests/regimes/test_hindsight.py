@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from regimetune.regimes.hindsight import (
+    drift_ends,
     merged_changes,
     settled_tail,
     slow_tails,
@@ -281,6 +282,7 @@ def test_after_every_pass_the_change_rows_are_the_labels_changes(seed: int) -> N
         after = transition_ends(
             after, x, level=int(rng.integers(1, 60)), white=np.ones(d, dtype=bool), **judge
         )
+        after = drift_ends(after, x, level=int(rng.integers(1, 60)), white=np.ones(d, dtype=bool), **judge)
         starts = np.r_[0, cuts]
         rows = np.asarray([(labels[s - 1] if s else -1, labels[s], s, min(s + 5, n - 1)) for s in starts])
         kept = merged_changes(rows, after, 0).tolist()
@@ -349,3 +351,64 @@ def test_a_change_into_a_run_that_now_starts_earlier_is_dated_there() -> None:
     assert start < 120
     rows = np.asarray([(-1, 0, 0, 5), (0, 1, 120, 150)])
     assert merged_changes(rows, after, 0).tolist() == [[-1, 0, 0, 5], [0, 1, start, 150]]
+
+
+def _fall_drift_level(
+    online: int, *, seed: int = 0, noise: float = 0.02, level_for: int = 300
+) -> tuple[np.ndarray, np.ndarray]:
+    """A fast fall from 2 to 1.2 over 60 windows, a slow drift to 1 over 300, then level for
+    ``level_for`` (the drift turns level at 360), with white noise; the labels put the
+    transition's end (the online date) at ``online``."""
+    rng = np.random.default_rng(seed)
+    path = np.r_[np.linspace(2.0, 1.2, 60), np.linspace(1.2, 1.0, 300), np.full(level_for, 1.0)]
+    x = path + rng.normal(0.0, noise, len(path))
+    return x[:, None], np.r_[np.zeros(online, int), np.ones(len(path) - online, int)]
+
+
+def _drift_end(x: np.ndarray, labels: np.ndarray) -> int:
+    after = drift_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=WHITE)
+    assert set(after.tolist()) == {0, 1} and (np.diff(after) >= 0).all(), "one end, moved or not"
+    return int(np.flatnonzero(after == 1)[0])
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("online", [160, 260, 400])
+def test_a_slow_drifts_end_is_found_however_far_the_online_date(seed: int, online: int) -> None:
+    # online, the drift looked level 100-200 windows before it ended (or the end came late):
+    # the line that turns level at 360 is the drift's, not the fast fall's
+    assert abs(_drift_end(*_fall_drift_level(online, seed=seed)) - 360) <= 10
+
+
+def test_one_hinge_over_the_fall_and_the_drift_misses_the_drifts_end() -> None:
+    # why the bend: a single line through the fast fall and the drift turns where neither does
+    x, labels = _fall_drift_level(200)
+    after = transition_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=1000, white=WHITE)
+    assert abs(int(np.flatnonzero(after == 1)[0]) - 360) > 30
+
+
+def test_an_end_at_the_turn_moves_at_rate_p_at_most() -> None:
+    # dated right online: the best of the ~900 windows searched beats it by chance alone, so
+    # the likelihood ratio is judged at match_p shared among them (at match_p for one
+    # window, 6 of these 200 runs move)
+    moved = sum(
+        _drift_end(*_fall_drift_level(360, seed=seed, noise=0.1, level_for=600)) != 360 for seed in range(200)
+    )
+    assert moved <= P * 200
+
+
+def test_a_drift_end_needs_min_regime_of_level_after_it() -> None:
+    x, labels = _fall_drift_level(200, level_for=LEVEL // 2)
+    assert _drift_end(x, labels) == 200
+    x, labels = _fall_drift_level(200, level_for=LEVEL + 30)
+    assert abs(_drift_end(x, labels) - 360) <= 10
+
+
+def test_only_a_transitions_end_is_moved() -> None:
+    x, labels = _fall_drift_level(200)
+    assert (
+        drift_ends(labels, x, transitions=set(), block=BLOCK, p=P, level=LEVEL, white=WHITE) == labels
+    ).all()
+    not_white = np.zeros(1, dtype=bool)
+    assert (
+        drift_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=not_white) == labels
+    ).all()

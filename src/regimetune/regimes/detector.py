@@ -54,6 +54,7 @@ from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
 from regimetune.regimes.features import FeatureExtractor, series_inputs
 from regimetune.regimes.hindsight import (
+    drift_ends,
     merged_changes,
     settled_tail,
     slow_tails,
@@ -239,7 +240,7 @@ class OnlineRegimeDetector(base.Clusterer):
     ) -> tuple[np.ndarray, np.ndarray]:
         """A replay's labels and changes with each transition's slow tail merged into it
         (the last run's drift too), each step within the level's wander merged, and each
-        transition's end moved where its line turns level
+        transition's end moved where its line, or its slow drift, turns level
         (:mod:`regimetune.regimes.hindsight`)."""
         p = self.params
         transitions, block = set(self.transitions), p.windows(p.trend_block_s, self.window_s_)
@@ -251,6 +252,9 @@ class OnlineRegimeDetector(base.Clusterer):
         after = steps_within_wander(after, x, transitions=transitions, block=block, p=p.match_p)
         white = _segmenter.ar_coefficients(self._state, self._kp) == 0.0  # least squares fits them
         after = transition_ends(
+            after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
+        )
+        after = drift_ends(
             after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
         )
         return after, merged_changes(changes, after, t0)

@@ -1,5 +1,6 @@
 """What a whole recording shows that the online pass could not know: a transition's slow
-tail (in the last run too), where its line turned level, and how far a level wanders.
+tail (in the last run too), where its line (or its slow drift) turned level, and how far a
+level wanders.
 
 **Slow tails.** Online, a transition (a decline) ends once a level holds ``min_regime_s``
 without a slope the change test can see. A decline that ends in a slow drift (most of the
@@ -35,6 +36,16 @@ hinge to the online date: the hinge's own precision is a few minutes, so a date 
 tell from its own is left alone. It moves by at most ``min_regime_s``, with
 ``min_regime_s`` of level after it.
 
+**A slow drift's end.** A transition that falls fast, then drifts slowly (most of the drop
+in minutes, then a few percent an hour), is often settled online long before the drift
+ends: the drift looks level over ``min_regime_s``. One hinge over it all is pulled off by
+the fast fall (a line through both turns where neither does). A continuous fit with a bend
+(a steep line, from a block boundary inside the transition a slower one, then level) finds
+the drift's end anywhere in the steady run after it. The end moves there, however far,
+only where a likelihood ratio prefers it to the online date at ``match_p`` shared among
+all the windows searched (the best of a thousand turns beats any one by chance alone), and
+with ``min_regime_s`` of level after it; on the same features as the transition's end.
+
 **Steps within the wander.** Online, a young regime's level is judged before the detector
 has seen how far a level wanders (the spread of a level is learnt from whole
 ``min_regime_s`` blocks of a regime), so early in a recording a step of a few standard
@@ -46,7 +57,7 @@ that wander allows (a two-sided t test per feature, at ``match_p`` shared among 
 features) is the same level, and takes its id.
 
 All run after the fact only, in this order: slow tails, the last run's drift, steps within
-the wander, transition ends. The live labels (``online_labels``) and the service's
+the wander, transition ends, slow drifts' ends. The live labels (``online_labels``) and the service's
 ``update`` are unchanged.
 
 >>> import numpy as np
@@ -149,6 +160,71 @@ def transition_ends(
         if gain > 0.5 * chi2.ppf(1.0 - p, 1) and abs(turn - end) <= level and after - turn >= level:
             out[min(turn, end) : max(turn, end)] = labels[start] if turn > end else labels[end]
     return out
+
+
+def drift_ends(
+    labels: np.ndarray,
+    x: np.ndarray,
+    *,
+    transitions: Collection[int],
+    block: int,
+    p: float,
+    level: int,
+    white: np.ndarray,
+) -> np.ndarray:
+    """``labels`` with the end of each transition that a steady run follows moved to where
+    its last, slower line turns level (see the module): a continuous fit of a steep line,
+    a slower one from a block boundary inside the transition, then a level, read on the
+    features :func:`_turn` reads; only where a likelihood ratio at ``p`` shared among the
+    windows searched prefers it to the online date, and with ``level`` windows of the level
+    after it."""
+    out = labels.copy()
+    starts, ends = _runs(labels)
+    means = _Means(x)
+    for i in range(len(starts) - 1):
+        start, end, after = starts[i], starts[i + 1], ends[i + 1]
+        if labels[start] not in transitions or labels[end] in transitions:
+            continue
+        run = x[start:after]
+        found = _turn(run, _direction(means, start, end, block) * white, p)
+        bends = np.arange(block, end - start - 1, block)  # where the slower line may start
+        if found is None or len(bends) == 0 or not 2 <= end - start <= len(run) - 2:
+            continue
+        cost = np.sum([_bent_hinge_costs(run[:, j], bends) for j in found[1]], axis=0).min(axis=0)
+        turn = 2 + int(np.argmin(cost))
+        gain = cost[end - start - 2] - cost[turn - 2]
+        turn += start
+        if gain > 0.5 * chi2.ppf(1.0 - p / len(run), 1) and after - turn >= level:
+            out[min(turn, end) : max(turn, end)] = labels[start] if turn > end else labels[end]
+    return out
+
+
+def _bent_hinge_costs(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
+    """For every bend ``g`` of ``bends`` (rows) and turn ``h`` from 2 to ``len(y) - 2``
+    (columns), the cost (nats, ``k/2 log rss``) of ``y ~ a + b min(u - g, 0) + c min(u -
+    h, 0)``: a line until ``g``, a line of another slope until ``h``, then level (``inf``
+    unless ``g < h``). Closed forms in ``g`` and ``h`` and running sums of ``y``."""
+    k = len(y)
+    yc = y - y.mean()
+    u = np.arange(k, dtype=float)
+    cy, cuy = np.r_[0.0, np.cumsum(yc)], np.r_[0.0, np.cumsum(u * yc)]
+    h = np.arange(2, k - 1)[None, :]
+    g = bends[:, None].astype(float)
+    su = h * (h - 1) / 2.0  # sums over u < h of u, u^2: the columns' sums from them
+    suu = (h - 1) * h * (2 * h - 1) / 6.0
+    sz, szz, szy = su - h * h, suu - 2.0 * h * su + h**3, cuy[h] - h * cy[h]
+    bi = bends[:, None]
+    sb, sbb = -g * (g + 1) / 2.0, g * (g + 1) * (2 * g + 1) / 6.0
+    sby = cuy[bi] - g * cy[bi]
+    szb = sbb + (g - h) * sb  # for h > g: the bend's column is zero from g on
+    a11, a12, a22 = sbb - sb * sb / k, szb - sb * sz / k, szz - sz * sz / k
+    det = a11 * a22 - a12 * a12
+    ok = (h > g) & (det > 1e-9 * a11 * a22)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        explained = (a22 * sby * sby - 2.0 * a12 * sby * szy + a11 * szy * szy) / det
+    flat = float(yc @ yc)
+    rss = np.where(ok, np.maximum(flat - explained, 1e-300 + 1e-12 * flat), np.inf)
+    return 0.5 * k * np.log(rss)
 
 
 def _hinge(run: np.ndarray, went: np.ndarray, p: float, level: int) -> int | None:
@@ -347,4 +423,11 @@ def merged_changes(changes: np.ndarray, after: np.ndarray, t0: int) -> np.ndarra
     return np.asarray(keep, dtype=changes.dtype).reshape(-1, 4)
 
 
-__all__ = ["merged_changes", "settled_tail", "slow_tails", "steps_within_wander", "transition_ends"]
+__all__ = [
+    "drift_ends",
+    "merged_changes",
+    "settled_tail",
+    "slow_tails",
+    "steps_within_wander",
+    "transition_ends",
+]
