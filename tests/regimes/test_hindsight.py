@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from regimetune.regimes.hindsight import (
+    MAX_BENDS,
     drift_ends,
     merged_changes,
     settled_tail,
@@ -412,3 +413,11 @@ def test_only_a_transitions_end_is_moved() -> None:
     assert (
         drift_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=not_white) == labels
     ).all()
+
+
+def test_a_long_transition_tries_a_coarser_grid_of_bends() -> None:
+    # one-window blocks: 258 bends before the online date, tried every other one
+    x, labels = _fall_drift_level(260)
+    after = drift_ends(labels, x, transitions={0}, block=1, p=P, level=LEVEL, white=WHITE)
+    assert MAX_BENDS < 258
+    assert abs(int(np.flatnonzero(after == 1)[0]) - 360) <= 10

@@ -57,8 +57,8 @@ that wander allows (a two-sided t test per feature, at ``match_p`` shared among 
 features) is the same level, and takes its id.
 
 All run after the fact only, in this order: slow tails, the last run's drift, steps within
-the wander, transition ends, slow drifts' ends. The live labels (``online_labels``) and the service's
-``update`` are unchanged.
+the wander, transition ends, slow drifts' ends. The live labels (``online_labels``) and the
+service's ``update`` are unchanged.
 
 >>> import numpy as np
 >>> drift = np.r_[np.linspace(2.0, 1.0, 30), np.linspace(1.0, 0.8, 120), np.full(60, 0.8)]
@@ -69,7 +69,7 @@ the wander, transition ends, slow drifts' ends. The live labels (``online_labels
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 import numpy as np
 from scipy.stats import chi2, kendalltau
@@ -128,6 +128,11 @@ def settled_tail(
     return out
 
 
+MAX_BENDS = 128
+"""At most this many bends are tried (evenly spaced block boundaries), so that a long series'
+transition costs time and memory in proportion to its length."""
+
+
 def transition_ends(
     labels: np.ndarray,
     x: np.ndarray,
@@ -144,21 +149,11 @@ def transition_ends(
     the online date by a likelihood ratio at ``p``, by at most ``level`` windows, and with
     ``level`` windows of the level after it."""
     out = labels.copy()
-    starts, ends = _runs(labels)
-    means = _Means(x)
-    for i in range(len(starts) - 1):
-        start, end, after = starts[i], starts[i + 1], ends[i + 1]
-        if labels[start] not in transitions or labels[end] in transitions:
-            continue
-        run = x[start:after]
-        found = _turn(run, _direction(means, start, end, block) * white, p)
-        if found is None or not 2 <= end - start <= len(run) - 2:
-            continue
-        turn, _, cost = found
+    for start, end, after, (turn, _, cost) in _ends_to_judge(labels, x, transitions, block, p, white):
         gain = cost[end - start - 2] - cost[turn - 2]  # the online date's cost less the hinge's
         turn += start
         if gain > 0.5 * chi2.ppf(1.0 - p, 1) and abs(turn - end) <= level and after - turn >= level:
-            out[min(turn, end) : max(turn, end)] = labels[start] if turn > end else labels[end]
+            _move_end(out, labels, end, turn)
     return out
 
 
@@ -175,10 +170,30 @@ def drift_ends(
     """``labels`` with the end of each transition that a steady run follows moved to where
     its last, slower line turns level (see the module): a continuous fit of a steep line,
     a slower one from a block boundary inside the transition, then a level, read on the
-    features :func:`_turn` reads; only where a likelihood ratio at ``p`` shared among the
-    windows searched prefers it to the online date, and with ``level`` windows of the level
-    after it."""
+    features :func:`transition_ends` reads; only where a likelihood ratio at ``p`` shared
+    among the windows searched prefers it to the online date, and with ``level`` windows of
+    the level after it."""
     out = labels.copy()
+    for start, end, after, (_, cols, _) in _ends_to_judge(labels, x, transitions, block, p, white):
+        bends = np.arange(block, end - start - 1, block)  # where the slower line may start
+        step = -(-len(bends) // MAX_BENDS)  # a coarser grid on a very long transition
+        cost = _bent_hinge_cost(x[start:after, cols], bends[::step])
+        if cost is None:
+            continue
+        turn = 2 + int(np.argmin(cost))
+        gain = cost[end - start - 2] - cost[turn - 2]
+        turn += start
+        if gain > 0.5 * chi2.ppf(1.0 - p / (after - start), 1) and after - turn >= level:
+            _move_end(out, labels, end, turn)
+    return out
+
+
+def _ends_to_judge(
+    labels: np.ndarray, x: np.ndarray, transitions: Collection[int], block: int, p: float, white: np.ndarray
+) -> Iterator[tuple[int, int, int, tuple[int, list[int], np.ndarray]]]:
+    """Each transition that a steady run follows, whose line turns level on some white
+    feature (:func:`_turn`): its first window, the steady run's first and the window after
+    its last, and the hinge :func:`_turn` found over both."""
     starts, ends = _runs(labels)
     means = _Means(x)
     for i in range(len(starts) - 1):
@@ -187,16 +202,28 @@ def drift_ends(
             continue
         run = x[start:after]
         found = _turn(run, _direction(means, start, end, block) * white, p)
-        bends = np.arange(block, end - start - 1, block)  # where the slower line may start
-        if found is None or len(bends) == 0 or not 2 <= end - start <= len(run) - 2:
-            continue
-        cost = np.sum([_bent_hinge_costs(run[:, j], bends) for j in found[1]], axis=0).min(axis=0)
-        turn = 2 + int(np.argmin(cost))
-        gain = cost[end - start - 2] - cost[turn - 2]
-        turn += start
-        if gain > 0.5 * chi2.ppf(1.0 - p / len(run), 1) and after - turn >= level:
-            out[min(turn, end) : max(turn, end)] = labels[start] if turn > end else labels[end]
-    return out
+        if found is not None and 2 <= end - start <= len(run) - 2:
+            yield start, end, after, found
+
+
+def _move_end(out: np.ndarray, labels: np.ndarray, end: int, turn: int) -> None:
+    """Move the end of a transition from window ``end`` to ``turn`` (the run after it starts
+    there)."""
+    out[min(turn, end) : max(turn, end)] = labels[end - 1] if turn > end else labels[end]
+
+
+def _bent_hinge_cost(run: np.ndarray, bends: np.ndarray, chunk: int = 16) -> np.ndarray | None:
+    """For every turn ``h`` from 2 to ``len(run) - 2``, the least cost over the ``bends``
+    ``g < h`` of a line until ``g``, a line of another slope until ``h``, then level, summed
+    over the columns of ``run`` (one bend for all); None without a bend. In chunks of bends,
+    so memory stays ``chunk`` times the run."""
+    if len(bends) == 0:
+        return None
+    best = np.full(len(run) - 3, np.inf)
+    for i in range(0, len(bends), chunk):
+        cost = sum(_bent_hinge_costs(run[:, j], bends[i : i + chunk]) for j in range(run.shape[1]))
+        best = np.minimum(best, np.min(cost, axis=0))
+    return best
 
 
 def _bent_hinge_costs(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
