@@ -3,6 +3,8 @@ nothing else is; a step within the level's wander is no step, and nothing else i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -421,3 +423,19 @@ def test_a_long_transition_tries_a_coarser_grid_of_bends() -> None:
     after = drift_ends(labels, x, transitions={0}, block=1, p=P, level=LEVEL, white=WHITE)
     assert MAX_BENDS < 258
     assert abs(int(np.flatnonzero(after == 1)[0]) - 360) <= 10
+
+
+@pytest.mark.parametrize("ends", [transition_ends, drift_ends])
+def test_an_end_moves_only_where_the_transition_still_lasts_min_regime(
+    ends: Callable[..., np.ndarray],
+) -> None:
+    # online, a drop of LEVEL // 2 windows was followed by a flat stretch that the
+    # transition kept: the line turns level where the transition would be shorter than a
+    # regime, so it is not one to date
+    rng = np.random.default_rng(0)
+    x = (
+        np.r_[np.linspace(2.0, 1.0, LEVEL // 2), np.full(400, 1.0)] + rng.normal(0.0, 0.02, LEVEL // 2 + 400)
+    )[:, None]
+    labels = np.r_[np.zeros(LEVEL // 2 + 15, int), np.ones(400 - 15, int)]
+    after = ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=WHITE)
+    assert (after == labels).all()

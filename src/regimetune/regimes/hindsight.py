@@ -147,12 +147,16 @@ def transition_ends(
     its line turns level (see the module), read on the features whose noise is ``white``
     (for them least squares is the likelihood): only where the data prefer that hinge to
     the online date by a likelihood ratio at ``p``, by at most ``level`` windows, and with
-    ``level`` windows of the level after it."""
+    ``level`` windows of the transition before it and of the level after it."""
     out = labels.copy()
     for start, end, after, (turn, _, cost) in _ends_to_judge(labels, x, transitions, block, p, white):
         gain = cost[end - start - 2] - cost[turn - 2]  # the online date's cost less the hinge's
         turn += start
-        if gain > 0.5 * chi2.ppf(1.0 - p, 1) and abs(turn - end) <= level and after - turn >= level:
+        if (
+            gain > 0.5 * chi2.ppf(1.0 - p, 1)
+            and abs(turn - end) <= level
+            and _keeps(start, turn, after, level)
+        ):
             _move_end(out, labels, end, turn)
     return out
 
@@ -172,7 +176,7 @@ def drift_ends(
     a slower one from a block boundary inside the transition, then a level, read on the
     features :func:`transition_ends` reads; only where a likelihood ratio at ``p`` shared
     among the windows searched prefers it to the online date, and with ``level`` windows of
-    the level after it."""
+    the transition before it and of the level after it."""
     out = labels.copy()
     for start, end, after, (_, cols, _) in _ends_to_judge(labels, x, transitions, block, p, white):
         bends = np.arange(block, end - start - 1, block)  # where the slower line may start
@@ -183,7 +187,7 @@ def drift_ends(
         turn = 2 + int(np.argmin(cost))
         gain = cost[end - start - 2] - cost[turn - 2]
         turn += start
-        if gain > 0.5 * chi2.ppf(1.0 - p / (after - start), 1) and after - turn >= level:
+        if gain > 0.5 * chi2.ppf(1.0 - p / (after - start), 1) and _keeps(start, turn, after, level):
             _move_end(out, labels, end, turn)
     return out
 
@@ -204,6 +208,12 @@ def _ends_to_judge(
         found = _turn(run, _direction(means, start, end, block) * white, p)
         if found is not None and 2 <= end - start <= len(run) - 2:
             yield start, end, after, found
+
+
+def _keeps(start: int, turn: int, after: int, level: int) -> bool:
+    """Whether a transition from window ``start`` that ends at ``turn`` and the steady run
+    after it, to ``after``, both still last ``level`` windows (what makes each a regime)."""
+    return turn - start >= level and after - turn >= level
 
 
 def _move_end(out: np.ndarray, labels: np.ndarray, end: int, turn: int) -> None:
