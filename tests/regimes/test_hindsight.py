@@ -159,6 +159,22 @@ def test_a_transition_is_never_merged_nor_merged_into() -> None:
         assert not (after[labels != t] == t).any(), "and takes no others"
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_transition_that_came_back_within_the_wander_is_the_level(seed: int) -> None:
+    # online, twelve blocks that held no level became a transition, and the level after it
+    # matched the one before (A -> T -> A): it never left the level's wander
+    x, labels = _wandering([1.0, 1.01, 1.0], [20, 12, 20], wander=0.05, seed=seed)
+    labels[labels == 2] = 0
+    assert (steps_within_wander(labels, x, transitions={1}, block=BLOCK, p=P) == 0).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_transition_that_came_back_from_beyond_the_wander_stays(seed: int) -> None:
+    x, labels = _wandering([1.0, 1.3, 1.0], [20, 12, 20], wander=0.05, seed=seed)
+    labels[labels == 2] = 0
+    assert (steps_within_wander(labels, x, transitions={1}, block=BLOCK, p=P) == labels).all()
+
+
 def test_without_a_steady_run_of_two_blocks_the_wander_is_unknown() -> None:
     x, labels = _wandering([1.0, 1.0], [1, 1], wander=0.05, seed=0)  # one level, in two runs
     assert (steps_within_wander(labels, x, transitions=set(), block=BLOCK, p=P) == labels).all()

@@ -54,7 +54,9 @@ from block to block. Over the whole recording the wander is known: the variance 
 ``trend_block_s`` block means about their steady run's mean, pooled over the steady runs.
 A steady run whose mean does not differ from the steady run just before it by more than
 that wander allows (a two-sided t test per feature, at ``match_p`` shared among the
-features) is the same level, and takes its id.
+features) is the same level, and takes its id. So is a transition that came back to the
+regime it left (``min_regime_s`` without a level holding, then the same level again): if
+its mean is within that wander of the run before, it never left the level.
 
 All run after the fact only, in this order: slow tails, the last run's drift, steps within
 the wander, transition ends, slow drifts' ends. The live labels (``online_labels``) and the
@@ -372,7 +374,9 @@ def steps_within_wander(
     labels: np.ndarray, x: np.ndarray, *, transitions: Collection[int], block: int, p: float
 ) -> np.ndarray:
     """``labels`` with each steady run that is the same level as the steady run just before
-    it (see the module) relabelled as that run; ``x`` holds the features of each window,
+    it (see the module) relabelled as that run, and each transition between two runs of one
+    steady regime that is the same level as the run before it (a wander that lasted
+    ``min_regime_s``, not a move: it came back); ``x`` holds the features of each window,
     ``block`` is the block length in windows."""
     out = labels.copy()
     starts, ends = _runs(out)
@@ -384,9 +388,10 @@ def steps_within_wander(
     d = x.shape[1]
     q = student_t.ppf(1.0 - p / (2 * d), df)
     first = 0  # where the run before starts, with any run already merged into it
-    for start, end in zip(starts[1:], ends[1:], strict=True):
+    for i, (start, end) in enumerate(zip(starts[1:], ends[1:], strict=True), start=1):
         before = out[start - 1]
-        if before not in transitions and out[start] not in transitions:
+        back = i + 1 < len(starts) and labels[starts[i + 1]] == before  # a transition that came back
+        if before not in transitions and (out[start] not in transitions or back):
             diff = means.of(first, start) - means.of(start, end)
             se = np.sqrt(wander * block * (1.0 / (start - first) + 1.0 / (end - start)))
             if not (np.abs(diff) > q * se).any():  # a feature without values (NaN) differs in nothing
