@@ -132,19 +132,23 @@ def _kink_labels(frame: WindowFrame, cfg: GeneratorConfig, genie: bool) -> Found
     ceiling of any detector's F1 on that preset. The drift is a line in the rate that turns
     level; the fast decay is over by 30 % of the run and the turn lies in 45-60 %
     (:mod:`regimetune.collectors.presets`). Least squares on log reads/s of the whole windows
-    after 30 %, over every window start in 35-70 % as the turn: ``hinge_oracle`` fits a
-    line then a level (three free parameters); ``kink_genie`` also knows the run's slope and
-    plateau, and fits only where the turn is (and one offset, the noise's log-mean)."""
+    after 30 %, each corrected for the requests its stalls held back (the generator's dips,
+    which both know), over every window start in 35-70 % as the turn: ``hinge_oracle`` fits
+    a line then a level (three free parameters); ``kink_genie`` also knows the run's slope
+    and plateau, and fits only where the turn is (and one offset, the noise's log-mean)."""
     c = frame.columns
     length = np.asarray(c["length"], dtype=float)
     start = np.asarray(c["start"], dtype=float) - float(c["start"][0])
     duration = cfg.duration_s
+    shape = shape_of(cfg)
+    held = np.zeros(len(start))  # the seconds' worth of requests the stalls held back
+    np.add.at(held, np.searchsorted(start, shape.dip_sec, side="right") - 1, shape.dip_loss)
     keep = (start + length / 2 > 0.30 * duration) & (length == length.max())
     t = start[keep] + length[keep] / 2
-    y = np.log(np.asarray(c["reads"], dtype=float)[keep] / length[keep])
+    y = np.log(np.asarray(c["reads"], dtype=float)[keep] / (length[keep] - held[keep]))
     turns = start[(start >= 0.35 * duration) & (start <= 0.70 * duration)]
     if genie:
-        knots_t, knots_rate = shape_of(cfg).knots_t, shape_of(cfg).knots_rate
+        knots_t, knots_rate = shape.knots_t, shape.knots_rate
         slope = (knots_rate[-2] - knots_rate[-1]) / (knots_t[-1] - knots_t[-2])
         r = y[None, :] - np.log(knots_rate[-1] + slope * np.maximum(turns[:, None] - t[None, :], 0.0))
         rss = ((r - r.mean(1, keepdims=True)) ** 2).sum(1)
