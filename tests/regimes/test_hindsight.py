@@ -455,3 +455,9 @@ def test_an_end_moves_only_where_the_transition_still_lasts_min_regime(
     labels = np.r_[np.zeros(LEVEL // 2 + 15, int), np.ones(400 - 15, int)]
     after = ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=WHITE)
     assert (after == labels).all()
+
+
+def test_a_transition_shorter_than_a_block_has_no_bend_to_try() -> None:
+    x, labels = _fall_drift_level(BLOCK - 2)
+    after = drift_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=WHITE)
+    assert (after == labels).all()

@@ -182,7 +182,7 @@ def drift_ends(
     out = labels.copy()
     for start, end, after, (_, cols, _) in _ends_to_judge(labels, x, transitions, block, p, white):
         bends = np.arange(block, end - start - 1, block)  # where the slower line may start
-        step = -(-len(bends) // MAX_BENDS)  # a coarser grid on a very long transition
+        step = max(1, -(-len(bends) // MAX_BENDS))  # a coarser grid on a very long transition
         cost = _bent_hinge_cost(x[start:after, cols], bends[::step])
         if cost is None:
             continue
