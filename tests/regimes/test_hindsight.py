@@ -12,6 +12,7 @@ from regimetune.regimes.hindsight import (
     MAX_BENDS,
     drift_ends,
     merged_changes,
+    ramps_into_levels,
     settled_tail,
     slow_tails,
     steps_within_wander,
@@ -302,6 +303,7 @@ def test_after_every_pass_the_change_rows_are_the_labels_changes(seed: int) -> N
             after, x, level=int(rng.integers(1, 60)), white=np.ones(d, dtype=bool), **judge
         )
         after = drift_ends(after, x, level=int(rng.integers(1, 60)), white=np.ones(d, dtype=bool), **judge)
+        after = ramps_into_levels(after, transitions=transitions, level=int(rng.integers(1, 60)))
         starts = np.r_[0, cuts]
         rows = np.asarray([(labels[s - 1] if s else -1, labels[s], s, min(s + 5, n - 1)) for s in starts])
         kept = merged_changes(rows, after, 0).tolist()
@@ -461,3 +463,17 @@ def test_a_transition_shorter_than_a_block_has_no_bend_to_try() -> None:
     x, labels = _fall_drift_level(BLOCK - 2)
     after = drift_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=WHITE)
     assert (after == labels).all()
+
+
+def test_a_transition_shorter_than_a_regime_is_a_ramp_into_the_level_after_it() -> None:
+    # a recording's first four windows, back-dated into a transition of their own when the
+    # level after them held; and a transition that lasted a regime, which stays
+    labels = np.r_[np.zeros(4, int), np.ones(200, int), np.full(LEVEL, 2), np.full(100, 3)]
+    after = ramps_into_levels(labels, transitions={0, 2}, level=LEVEL)
+    assert (after[:204] == 1).all() and (after[204:] == labels[204:]).all()
+
+
+def test_a_short_transition_before_another_transition_or_at_the_end_stays() -> None:
+    labels = np.r_[np.zeros(4, int), np.ones(200, int), np.full(5, 2)]
+    assert (ramps_into_levels(labels, transitions={0, 1, 2}, level=LEVEL) == labels).all()
+    assert (ramps_into_levels(labels, transitions={2}, level=LEVEL) == labels).all()

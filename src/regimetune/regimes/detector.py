@@ -56,6 +56,7 @@ from regimetune.regimes.features import FeatureExtractor, series_inputs
 from regimetune.regimes.hindsight import (
     drift_ends,
     merged_changes,
+    ramps_into_levels,
     settled_tail,
     slow_tails,
     steps_within_wander,
@@ -240,7 +241,8 @@ class OnlineRegimeDetector(base.Clusterer):
     ) -> tuple[np.ndarray, np.ndarray]:
         """A replay's labels and changes with each transition's slow tail merged into it
         (the last run's drift too), each step within the level's wander merged, and each
-        transition's end moved where its line, or its slow drift, turns level
+        transition's end moved where its line, or its slow drift, turns level, and each
+        transition shorter than ``min_regime_s`` joined to the level it led to
         (:mod:`regimetune.regimes.hindsight`)."""
         p = self.params
         transitions, block = set(self.transitions), p.windows(p.trend_block_s, self.window_s_)
@@ -257,6 +259,7 @@ class OnlineRegimeDetector(base.Clusterer):
         after = drift_ends(
             after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
         )
+        after = ramps_into_levels(after, transitions=transitions, level=level)
         return after, merged_changes(changes, after, t0)
 
     # -- river API ------------------------------------------------------------------------

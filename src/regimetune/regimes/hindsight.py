@@ -58,8 +58,14 @@ features) is the same level, and takes its id. So is a transition that came back
 regime it left (``min_regime_s`` without a level holding, then the same level again): if
 its mean is within that wander of the run before, it never left the level.
 
+**Ramps.** A transition is an excursion that lasted ``min_regime_s`` without a level
+holding; the level that held at last is dated back to where it began, which can leave the
+transition before it a few windows long (at a recording's start, while the keyspace growth
+settles). By the online rule, an excursion shorter than ``min_regime_s`` before a level is a
+ramp and belongs to the level it led to; so, in hindsight, is such a transition.
+
 All run after the fact only, in this order: slow tails, the last run's drift, steps within
-the wander, transition ends, slow drifts' ends. The live labels (``online_labels``) and the
+the wander, transition ends, slow drifts' ends, ramps. The live labels (``online_labels``) and the
 service's ``update`` are unchanged.
 
 >>> import numpy as np
@@ -401,6 +407,17 @@ def steps_within_wander(
     return out
 
 
+def ramps_into_levels(labels: np.ndarray, *, transitions: Collection[int], level: int) -> np.ndarray:
+    """``labels`` with each transition run shorter than ``level`` windows that a steady run
+    follows relabelled as that run (a ramp, see the module)."""
+    out = labels.copy()
+    starts, ends = _runs(labels)
+    for start, end in zip(starts[:-1], ends[:-1], strict=True):
+        if end - start < level and labels[start] in transitions and labels[end] not in transitions:
+            out[start:end] = labels[end]
+    return out
+
+
 def _level_wander(means: _Means, steady: list[tuple[int, int]], block: int) -> tuple[np.ndarray, int]:
     """The variance of block means about their run's mean, per feature, pooled over the
     ``steady`` runs ``(start, end)`` of two blocks or more, and its degrees of freedom."""
@@ -468,6 +485,7 @@ def merged_changes(changes: np.ndarray, after: np.ndarray, t0: int) -> np.ndarra
 __all__ = [
     "drift_ends",
     "merged_changes",
+    "ramps_into_levels",
     "settled_tail",
     "slow_tails",
     "steps_within_wander",
