@@ -4,7 +4,7 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
 1. **Generated** (``--seed0``, default 70, ``--seeds`` default 10: seeds held apart from
    0-19, on which the detector's defaults, its dip, ramp, run and transition-jump rules
    and the slow-tail pass were chosen and a drift rule was tried, and from 20-25, 30-32,
-   40-42, 50-52, 60-69 and 80-709, on which versions of it and the other hindsight passes
+   40-42, 50-52, 60-69 and 80-1059, on which versions of it and the other hindsight passes
    were chosen or checked, docs/regimes-notes.md says which): the realistic presets of
    :mod:`regimetune.collectors.presets`
    (``parsplice``, ``fast-decay``, ``stationary``),
@@ -16,8 +16,8 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    noise on trace windows), ``online_ar1`` (the same with ``noise_model="ar1"``, an
    option), ``online_no_hindsight`` (the same without the hindsight passes, which merge
    a transition's slow tail into it, the last run's drift too, and a step within the
-   level's wander, and move a transition's end to where its line, or its slow drift,
-   turns level,
+   level's wander, move a transition's end to where its line, or its slow drift,
+   turns level, and join a transition shorter than a regime to the level after it,
    :mod:`regimetune.regimes.hindsight`), ``pelt`` (ruptures PELT, l2 on the z-scored
    features with ``3 d log n``, the TCPD bench's setting) and ``paper`` (:func:`paper_kmeans`).
    On ``fast-decay`` two estimators that know the preset's form date the drift's end, the
