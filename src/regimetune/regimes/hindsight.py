@@ -44,7 +44,8 @@ the fast fall (a line through both turns where neither does). A continuous fit w
 the drift's end anywhere in the steady run after it. The end moves there, however far,
 only where a likelihood ratio prefers it to the online date at ``match_p`` shared among
 all the windows searched (the best of a thousand turns beats any one by chance alone), and
-with ``min_regime_s`` of level after it; on the same features as the transition's end.
+with ``min_regime_s`` of transition before it and of level after it (both end passes keep
+that); on the same features as the transition's end.
 
 **Steps within the wander.** Online, a young regime's level is judged before the detector
 has seen how far a level wanders (the spread of a level is learnt from whole
@@ -65,8 +66,8 @@ settles). By the online rule, an excursion shorter than ``min_regime_s`` before 
 ramp and belongs to the level it led to; so, in hindsight, is such a transition.
 
 All run after the fact only, in this order: slow tails, the last run's drift, steps within
-the wander, transition ends, slow drifts' ends, ramps. The live labels (``online_labels``) and the
-service's ``update`` are unchanged.
+the wander, transition ends, slow drifts' ends, ramps. The live labels
+(``online_labels``) and the service's ``update`` are unchanged.
 
 >>> import numpy as np
 >>> drift = np.r_[np.linspace(2.0, 1.0, 30), np.linspace(1.0, 0.8, 120), np.full(60, 0.8)]
@@ -253,11 +254,12 @@ def _bent_hinge_costs(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
     yc = y - y.mean()
     u = np.arange(k, dtype=float)
     cy, cuy = np.r_[0.0, np.cumsum(yc)], np.r_[0.0, np.cumsum(u * yc)]
-    h = np.arange(2, k - 1)[None, :]
+    hi = np.arange(2, k - 1)[None, :]
+    h = hi.astype(float)  # (h^3 of a long series' window index overflows an integer)
     g = bends[:, None].astype(float)
     su = h * (h - 1) / 2.0  # sums over u < h of u, u^2: the columns' sums from them
     suu = (h - 1) * h * (2 * h - 1) / 6.0
-    sz, szz, szy = su - h * h, suu - 2.0 * h * su + h**3, cuy[h] - h * cy[h]
+    sz, szz, szy = su - h * h, suu - 2.0 * h * su + h**3, cuy[hi] - h * cy[hi]
     bi = bends[:, None]
     sb, sbb = -g * (g + 1) / 2.0, g * (g + 1) * (2 * g + 1) / 6.0
     sby = cuy[bi] - g * cy[bi]
