@@ -75,10 +75,14 @@ class DetectorParams:
         into a level that held ``min_regime_s``);
         then a steady run whose mean differs from the steady run before it by no more than
         the block means wander over the recording (a t test at ``match_p``) is the same
-        level and takes its id; and a transition's end moves to where its line turns
-        level, where a likelihood ratio at ``match_p`` prefers it (by at most
-        ``min_regime_s``). Live labels and the service's ``update`` are not affected;
-        a block longer than the recording turns them off.
+        level and takes its id (so is a transition that came back to the regime it left);
+        a transition's end moves to where its line turns level, where a likelihood ratio
+        at ``match_p`` prefers it (by at most ``min_regime_s``), and to where its slow
+        drift turns level, where the ratio beats ``match_p`` shared among the windows
+        searched (however far; the blocks' boundaries are where the drift may begin); and
+        a transition shorter than ``min_regime_s`` joins the level after it. Live labels
+        and the service's ``update`` are not affected; a block longer than the recording
+        turns them off.
     ``growth_lag_s``
         How far back the keyspace growth rate looks (s).
     ``max_regimes``
