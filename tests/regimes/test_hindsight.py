@@ -11,6 +11,7 @@ import pytest
 from regimetune.regimes.hindsight import (
     MAX_BENDS,
     drift_ends,
+    drifts_cut_in_two,
     merged_changes,
     ramps_into_levels,
     settled_tail,
@@ -302,6 +303,9 @@ def test_after_every_pass_the_change_rows_are_the_labels_changes(seed: int) -> N
         after = transition_ends(
             after, x, level=int(rng.integers(1, 60)), white=np.ones(d, dtype=bool), **judge
         )
+        after = drifts_cut_in_two(
+            after, x, level=int(rng.integers(1, 60)), white=np.ones(d, dtype=bool), **judge
+        )
         after = drift_ends(after, x, level=int(rng.integers(1, 60)), white=np.ones(d, dtype=bool), **judge)
         after = ramps_into_levels(after, transitions=transitions, level=int(rng.integers(1, 60)))
         starts = np.r_[0, cuts]
@@ -464,6 +468,74 @@ def test_a_transition_one_window_longer_than_a_block_has_no_bend_to_try() -> Non
     x, labels = _fall_drift_level(BLOCK + 1)
     after = drift_ends(labels, x, transitions={0}, block=BLOCK, p=P, level=LEVEL, white=WHITE)
     assert (after == labels).all()
+
+
+def _cut_in_two(path: np.ndarray, cuts: tuple[int, int], *, seed: int = 0, **judge: object) -> np.ndarray:
+    """The changes :func:`drifts_cut_in_two` leaves where ``path`` (plus white noise) was
+    labelled a transition (0) until ``cuts[0]``, then two steady runs (1, 2) split at
+    ``cuts[1]``."""
+    x = (path + np.random.default_rng(seed).normal(0.0, 0.02, len(path)))[:, None]
+    labels = np.searchsorted(np.asarray(cuts), np.arange(len(path)), side="right")
+    kw = {"transitions": {0}, "block": BLOCK, "p": P, "level": LEVEL, "white": WHITE, **judge}
+    after = drifts_cut_in_two(labels, x, **kw)  # type: ignore[arg-type]
+    assert (after[: cuts[0]] == 0).all() and set(after.tolist()) <= {0, 1, 2}
+    return np.flatnonzero(np.diff(after)) + 1
+
+
+def _fall_drift(level_for: int = 300) -> np.ndarray:
+    """A fast fall from 2 to 1.2 over 60 windows, a slow drift to 1 over 300 (it turns
+    level at 360), then level for ``level_for``."""
+    return np.r_[np.linspace(2.0, 1.2, 60), np.linspace(1.2, 1.0, 300), np.full(level_for, 1.0)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_drift_cut_into_two_steady_runs_is_the_transition_up_to_its_turn(seed: int) -> None:
+    # online, the drift looked level at 100, then stepped at 220 (it had drifted a level's
+    # worth): one continuous fit explains both runs as well as two levels do, so the
+    # transition runs on to where the line turns level (on the block grid)
+    changes = _cut_in_two(_fall_drift(), (100, 220), seed=seed)
+    assert len(changes) == 1 and abs(changes[0] - 360) <= 2 * BLOCK
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_level_then_a_step_after_a_decline_stay_two_regimes(seed: int) -> None:
+    # parsplice's shape: the decline's end, a plateau, a step down to the next plateau. The
+    # step is far beyond the level's wander: no continuous line explains it (a step of a
+    # fifth of that too)
+    for step in (0.15, 0.03):
+        path = np.r_[
+            np.linspace(2.0, 1.2, 60), np.linspace(1.2, 1.0, 40), np.full(120, 1.0), np.full(300, 1.0 - step)
+        ]
+        assert _cut_in_two(path, (100, 220), seed=seed).tolist() == [100, 220]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_second_run_that_rebounds_is_not_the_drift(seed: int) -> None:
+    # the bent fit could take the rebound for its slower line: the drift must trend the way
+    # the transition went
+    path = np.r_[
+        np.linspace(2.0, 1.2, 60), np.linspace(1.2, 1.1, 160), np.linspace(1.1, 1.2, 100), np.full(200, 1.2)
+    ]
+    assert _cut_in_two(path, (100, 220), seed=seed).tolist() == [100, 220]
+
+
+def test_a_drift_cut_in_two_is_judged_only_after_a_transition_on_white_features() -> None:
+    assert _cut_in_two(_fall_drift(), (100, 220), transitions=set()).tolist() == [100, 220]
+    assert _cut_in_two(_fall_drift(), (100, 220), white=np.zeros(1, dtype=bool)).tolist() == [100, 220]
+
+
+def test_a_drift_cut_in_two_needs_min_regime_of_level_after_its_turn() -> None:
+    # 60 windows of level after the turn at 360: a regime of 50 windows, not one of 80
+    assert len(_cut_in_two(_fall_drift(level_for=60), (100, 220), level=50)) == 1
+    assert _cut_in_two(_fall_drift(level_for=60), (100, 220), level=80).tolist() == [100, 220]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_drift_that_turns_in_the_first_run_is_left_to_drift_ends(seed: int) -> None:
+    # the line turns level at 200, inside the first steady run: moving that end is
+    # drift_ends' (at its own rate), this pass only joins a drift that runs into the second
+    path = np.r_[np.linspace(2.0, 1.2, 60), np.linspace(1.2, 1.0, 140), np.full(400, 1.0)]
+    assert _cut_in_two(path, (100, 260), seed=seed).tolist() == [100, 260]
 
 
 def test_a_transition_shorter_than_a_regime_is_a_ramp_into_the_level_after_it() -> None:

@@ -55,6 +55,7 @@ from regimetune.regimes import _segmenter
 from regimetune.regimes.features import FeatureExtractor, series_inputs
 from regimetune.regimes.hindsight import (
     drift_ends,
+    drifts_cut_in_two,
     merged_changes,
     ramps_into_levels,
     settled_tail,
@@ -240,10 +241,10 @@ class OnlineRegimeDetector(base.Clusterer):
         self, labels: np.ndarray, x: np.ndarray, changes: np.ndarray, t0: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """A replay's labels and changes with each transition's slow tail merged into it
-        (the last run's drift too), each step within the level's wander merged, and each
-        transition's end moved where its line, or its slow drift, turns level, and each
-        transition shorter than ``min_regime_s`` joined to the level it led to
-        (:mod:`regimetune.regimes.hindsight`)."""
+        (the last run's drift too), each step within the level's wander merged, each
+        transition's end moved where its line, or its slow drift (also one the online pass
+        cut into two steady runs), turns level, and each transition shorter than
+        ``min_regime_s`` joined to the level it led to (:mod:`regimetune.regimes.hindsight`)."""
         p = self.params
         transitions, block = set(self.transitions), p.windows(p.trend_block_s, self.window_s_)
         if block > len(labels):  # no block of the recording to read: hindsight is off
@@ -254,6 +255,9 @@ class OnlineRegimeDetector(base.Clusterer):
         after = steps_within_wander(after, x, transitions=transitions, block=block, p=p.match_p)
         white = _segmenter.ar_coefficients(self._state, self._kp) == 0.0  # least squares fits them
         after = transition_ends(
+            after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
+        )
+        after = drifts_cut_in_two(
             after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
         )
         after = drift_ends(

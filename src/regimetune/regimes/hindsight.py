@@ -47,6 +47,24 @@ all the windows searched (the best of a thousand turns beats any one by chance a
 with ``min_regime_s`` of transition before it and of level after it (both end passes keep
 that); on the same features as the transition's end.
 
+**A slow drift cut in two.** Online, a drift can look level twice: a steady regime is
+founded where the fast part ends, and another where the drift has moved a level's worth,
+with the drift's end inside the second. Neither run trends on its own (a chain of them is
+judged by the slow-tail rule above only when it does), and a steady run is not a
+transition's end to move. The continuous fit of the slow drift's end tells them apart from
+two plateaus with a step between them: over the block means of the transition and both
+runs, one steep line, a slower one from any block boundary before the second run, then
+level from a block inside the second, against the same fit over the transition and the
+first run and the second at its own level (a step). Block means vary about their level by
+the level's wander (the variance the wander pass below pools over the steady runs), so
+that is the variance both fits are judged in: a line that is not quite straight over two
+hours of windows is no evidence of a step, a plateau's step is dozens of wanders. Where
+the step does not explain the runs better by a chi-square at ``match_p`` (one degree of
+freedom per feature read), the part before the turn trends the transition's way (not a
+rebound), and ``min_regime_s`` holds on both sides of the turn, the transition runs on to
+the turn; the slow drift's end pass then dates it to the window. On the features the
+transition's end is read on.
+
 **Steps within the wander.** Online, a young regime's level is judged before the detector
 has seen how far a level wanders (the spread of a level is learnt from whole
 ``min_regime_s`` blocks of a regime), so early in a recording a step of a few standard
@@ -66,7 +84,7 @@ settles). By the online rule, an excursion shorter than ``min_regime_s`` before 
 ramp and belongs to the level it led to; so, in hindsight, is such a transition.
 
 All run after the fact only, in this order: slow tails, the last run's drift, steps within
-the wander, transition ends, slow drifts' ends, ramps. The live labels
+the wander, transition ends, slow drifts cut in two, slow drifts' ends, ramps. The live labels
 (``online_labels``) and the service's ``update`` are unchanged.
 
 >>> import numpy as np
@@ -201,6 +219,63 @@ def drift_ends(
     return out
 
 
+def drifts_cut_in_two(
+    labels: np.ndarray,
+    x: np.ndarray,
+    *,
+    transitions: Collection[int],
+    block: int,
+    p: float,
+    level: int,
+    white: np.ndarray,
+) -> np.ndarray:
+    """``labels`` with a transition's slow drift that the online pass cut into two steady
+    runs, its end in the second, relabelled as the transition up to where its line turns
+    level (see the module): where one continuous fit over the transition and both runs (a
+    steep line, a slower one, then level, turning in the second run) explains their block
+    means as well as the online picture (the same fit over the transition and the first
+    run, then the second run's own level) within the level's wander, at ``p``; read on the
+    features :func:`transition_ends` reads, with ``level`` windows of the transition before
+    the turn and of the level after it."""
+    out = labels.copy()
+    starts, ends = _runs(labels)
+    means = _Means(x)
+    steady = [(a, b) for a, b in zip(starts, ends, strict=True) if labels[a] not in transitions]
+    wander, df = _level_wander(means, steady, block)
+    if df < 1:  # no steady run of two blocks: the wander is unknown
+        return out
+    for i in range(len(starts) - 2):
+        start, first, second, after = starts[i], starts[i + 1], starts[i + 2], ends[i + 2]
+        if labels[start] not in transitions or labels[first] in transitions or labels[second] in transitions:
+            continue
+        went = _direction(means, start, first, block)
+        found = _turn(x[start:after], went * white, p)
+        if found is None:
+            continue
+        cols = found[1]
+        blocks = means.blocks(start, after, block)[:, cols]
+        cut = round((second - start) / block)  # the second run's first block
+        if len(blocks) - cut < 2:  # the second run's level needs two blocks
+            continue
+        var = np.maximum(wander[cols], 1e-300)  # block means' variance about their level
+        bends = np.arange(1, cut - 1)
+        one = _bent_hinge_cost(blocks, bends, var)
+        tail = blocks[cut:]
+        step = ((tail - tail.mean(axis=0)) ** 2).sum(axis=0)  # the second run at its own level
+        two = _bent_hinge_cost(blocks[:cut], bends, var, more_rss=step)
+        if one is None or two is None:
+            continue
+        one[: max(cut - 2, 0)] = np.inf  # the turn in the second run (turns from block 2)
+        turn = start + block * (2 + int(np.argmin(one)))
+        if (
+            np.min(one) - np.min(two) < chi2.ppf(1.0 - p, len(cols))
+            and _keeps(start, turn, after, level)
+            and _trends(means.blocks(first, turn, block), went, p=p)  # a drift, not a rebound
+        ):
+            out[first:turn] = labels[start]
+    return out
+
+
 def _ends_to_judge(
     labels: np.ndarray, x: np.ndarray, transitions: Collection[int], block: int, p: float, white: np.ndarray
 ) -> Iterator[tuple[int, int, int, tuple[int, list[int], np.ndarray]]]:
@@ -231,24 +306,38 @@ def _move_end(out: np.ndarray, labels: np.ndarray, end: int, turn: int) -> None:
     out[min(turn, end) : max(turn, end)] = labels[end - 1] if turn > end else labels[end]
 
 
-def _bent_hinge_cost(run: np.ndarray, bends: np.ndarray, chunk: int = 16) -> np.ndarray | None:
+def _bent_hinge_cost(
+    run: np.ndarray,
+    bends: np.ndarray,
+    var: np.ndarray | None = None,
+    more_rss: np.ndarray | float = 0.0,
+    chunk: int = 16,
+) -> np.ndarray | None:
     """For every turn ``h`` from 2 to ``len(run) - 2``, the least cost over the ``bends``
     ``g < h`` of a line until ``g``, a line of another slope until ``h``, then level, summed
-    over the columns of ``run`` (one bend for all); None without a bend. In chunks of bends,
-    so memory stays ``chunk`` times the run."""
+    over the columns of ``run`` (one bend for all); None without a bend. A column's cost is
+    ``k/2 log rss`` of its residual sum of squares (its own variance, ``k`` windows), or
+    given each column's variance ``var``, ``(rss + more_rss) / var`` (``more_rss``: a
+    column's residuals outside ``run``). In chunks of bends, so memory stays ``chunk``
+    times the run."""
     if len(bends) == 0:
         return None
-    best = np.full(len(run) - 3, np.inf)
+    k = len(run)
+    more = np.broadcast_to(more_rss, run.shape[1])
+    best = np.full(k - 3, np.inf)
     for i in range(0, len(bends), chunk):
-        cost = sum(_bent_hinge_costs(run[:, j], bends[i : i + chunk]) for j in range(run.shape[1]))
-        best = np.minimum(best, np.min(cost, axis=0))
+        total = 0.0
+        for j in range(run.shape[1]):
+            rss = _bent_hinge_rss(run[:, j], bends[i : i + chunk])
+            total = total + (0.5 * k * np.log(rss) if var is None else (rss + more[j]) / var[j])
+        best = np.minimum(best, np.min(total, axis=0))
     return best
 
 
-def _bent_hinge_costs(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
+def _bent_hinge_rss(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
     """For every bend ``g`` of ``bends`` (rows) and turn ``h`` from 2 to ``len(y) - 2``
-    (columns), the cost (nats, ``k/2 log rss``) of ``y ~ a + b min(u - g, 0) + c min(u -
-    h, 0)``: a line until ``g``, a line of another slope until ``h``, then level (``inf``
+    (columns), the residual sum of squares of ``y ~ a + b min(u - g, 0) + c min(u - h,
+    0)``: a line until ``g``, a line of another slope until ``h``, then level (``inf``
     unless ``g < h``). Closed forms in ``g`` and ``h`` and running sums of ``y``."""
     k = len(y)
     yc = y - y.mean()
@@ -270,8 +359,7 @@ def _bent_hinge_costs(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         explained = (a22 * sby * sby - 2.0 * a12 * sby * szy + a11 * szy * szy) / det
     flat = float(yc @ yc)
-    rss = np.where(ok, np.maximum(flat - explained, 1e-300 + 1e-12 * flat), np.inf)
-    return 0.5 * k * np.log(rss)
+    return np.where(ok, np.maximum(flat - explained, 1e-300 + 1e-12 * flat), np.inf)
 
 
 def _hinge(run: np.ndarray, went: np.ndarray, p: float, level: int) -> int | None:
@@ -486,6 +574,7 @@ def merged_changes(changes: np.ndarray, after: np.ndarray, t0: int) -> np.ndarra
 
 __all__ = [
     "drift_ends",
+    "drifts_cut_in_two",
     "merged_changes",
     "ramps_into_levels",
     "settled_tail",

@@ -79,7 +79,9 @@ class DetectorParams:
         a transition's end moves to where its line turns level, where a likelihood ratio
         at ``match_p`` prefers it (by at most ``min_regime_s``), and to where its slow
         drift turns level, where the ratio beats ``match_p`` shared among the windows
-        searched (however far; the blocks' boundaries are where the drift may begin); and
+        searched (however far; the blocks' boundaries are where the drift may begin), also
+        past a second steady run the drift was cut into, where one line through both
+        explains their block means within the level's wander at ``match_p``; and
         a transition shorter than ``min_regime_s`` joins the level after it. Live labels
         and the service's ``update`` are not affected; a block longer than the recording
         turns them off.
