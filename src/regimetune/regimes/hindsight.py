@@ -240,8 +240,7 @@ def drifts_cut_in_two(
     out = labels.copy()
     starts, ends = _runs(labels)
     means = _Means(x)
-    steady = [(a, b) for a, b in zip(starts, ends, strict=True) if labels[a] not in transitions]
-    wander, df = _level_wander(means, steady, block)
+    wander, df = _level_wander(means, labels, transitions, block)
     if df < 1:  # no steady run of two blocks: the wander is unknown
         return out
     for i in range(len(starts) - 2):
@@ -477,8 +476,7 @@ def steps_within_wander(
     out = labels.copy()
     starts, ends = _runs(out)
     means = _Means(x)
-    steady = [(a, b) for a, b in zip(starts, ends, strict=True) if out[a] not in transitions]
-    wander, df = _level_wander(means, steady, block)
+    wander, df = _level_wander(means, out, transitions, block)
     if df < 1:  # no steady run of two blocks: the wander is unknown
         return out
     d = x.shape[1]
@@ -508,12 +506,17 @@ def ramps_into_levels(labels: np.ndarray, *, transitions: Collection[int], level
     return out
 
 
-def _level_wander(means: _Means, steady: list[tuple[int, int]], block: int) -> tuple[np.ndarray, int]:
+def _level_wander(
+    means: _Means, labels: np.ndarray, transitions: Collection[int], block: int
+) -> tuple[np.ndarray, int]:
     """The variance of block means about their run's mean, per feature, pooled over the
-    ``steady`` runs ``(start, end)`` of two blocks or more, and its degrees of freedom."""
+    steady runs of ``labels`` (not ``transitions``) of two blocks or more, and its degrees
+    of freedom."""
     squares = 0.0
     df = 0
-    for start, end in steady:
+    for start, end in zip(*_runs(labels), strict=True):
+        if labels[start] in transitions:
+            continue
         blocks = means.blocks(start, end, block)
         if len(blocks) < 2:
             continue
