@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from regimetune.regimes import hindsight
 from regimetune.regimes.hindsight import (
     MAX_BENDS,
     drift_ends,
@@ -528,6 +529,23 @@ def test_a_drift_cut_in_two_needs_min_regime_of_level_after_its_turn() -> None:
     # 60 windows of level after the turn at 360: a regime of 50 windows, not one of 80
     assert len(_cut_in_two(_fall_drift(level_for=60), (100, 220), level=50)) == 1
     assert _cut_in_two(_fall_drift(level_for=60), (100, 220), level=80).tolist() == [100, 220]
+
+
+def test_a_drift_cut_in_two_in_one_window_blocks_tries_a_coarser_grid_of_bends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 218 bends before the second run, tried every other one: still one turn, near 360
+    tried: list[int] = []
+    fit = hindsight._bent_hinge_cost
+
+    def counting(run: np.ndarray, bends: np.ndarray, *args: object, **kw: object) -> np.ndarray | None:
+        tried.append(len(bends))
+        return fit(run, bends, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hindsight, "_bent_hinge_cost", counting)
+    changes = _cut_in_two(_fall_drift(), (100, 220), block=1)
+    assert tried and max(tried) <= MAX_BENDS < 218
+    assert len(changes) == 1 and abs(changes[0] - 360) <= 20
 
 
 @pytest.mark.parametrize("seed", range(3))

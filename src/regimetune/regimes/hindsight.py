@@ -258,6 +258,7 @@ def drifts_cut_in_two(
             continue
         var = np.maximum(wander[cols], 1e-300)  # block means' variance about their level
         bends = np.arange(1, cut - 1)
+        bends = bends[:: max(1, -(-len(bends) // MAX_BENDS))]  # as drift_ends: a coarser grid when long
         one = _bent_hinge_cost(blocks, bends, var)
         tail = blocks[cut:]
         step = ((tail - tail.mean(axis=0)) ** 2).sum(axis=0)  # the second run at its own level
