@@ -10,7 +10,14 @@ import pytest
 
 from regimetune.collectors import GeneratorConfig, generate, window_frame
 from regimetune.models import WindowFrame
-from regimetune.regimes import OnlineRegimeDetector, ari, change_points, false_changes_per_hour, paper_kmeans
+from regimetune.regimes import (
+    OnlineRegimeDetector,
+    ari,
+    change_points,
+    detector,
+    false_changes_per_hour,
+    paper_kmeans,
+)
 
 
 @functools.cache
@@ -83,6 +90,23 @@ def test_a_drift_into_the_runs_last_level_ends_where_it_settles_in_hindsight(win
     last = h.changes[-1]
     assert abs(last.at_window - truth) <= 0.02 * len(frame)
     assert last.confirmed_window == len(frame) - 1  # known only in hindsight
+
+
+def test_a_drift_cut_into_two_steady_regimes_is_one_decline_in_hindsight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a dev run of bench/regimes.py (4 h, 256 workers): live, steady regimes are founded
+    # where the fast drop ends and again where the drift has moved a level's worth, its end
+    # inside the second; neither trends on its own. In hindsight one continuous fit explains
+    # both within the level's wander, so the decline runs on to where the drift turned level
+    cfg = GeneratorConfig(duration_s=4 * 3600.0, workers=256, seed=15, preset="fast-decay")
+    frame = window_frame(generate(cfg), window_s=10.0)
+    truth = change_points(frame["label"])[0]
+    h = OnlineRegimeDetector().detect(frame)
+    assert h.n_regimes == 2 and ari(frame["label"], h.labels) >= 0.9
+    assert abs(h.changes[-1].at_window - truth) <= 0.02 * len(frame)
+    monkeypatch.setattr(detector, "drifts_cut_in_two", lambda labels, x, **judge: labels)
+    assert OnlineRegimeDetector().detect(frame).n_regimes == 3  # without that pass
 
 
 def test_an_early_step_within_the_levels_wander_is_no_change_in_hindsight() -> None:
