@@ -207,8 +207,7 @@ def drift_ends(
     out = labels.copy()
     for start, end, after, (_, cols, _) in _ends_to_judge(labels, x, transitions, block, p, white):
         bends = np.arange(block, end - start - 1, block)  # where the slower line may start
-        step = max(1, -(-len(bends) // MAX_BENDS))  # a coarser grid on a very long transition
-        cost = _bent_hinge_cost(x[start:after, cols], bends[::step])
+        cost = _bent_hinge_cost(x[start:after, cols], bends)
         if cost is None:
             continue
         turn = 2 + int(np.argmin(cost))
@@ -258,7 +257,6 @@ def drifts_cut_in_two(
             continue
         var = np.maximum(wander[cols], 1e-300)  # block means' variance about their level
         bends = np.arange(1, cut - 1)
-        bends = bends[:: max(1, -(-len(bends) // MAX_BENDS))]  # as drift_ends: a coarser grid when long
         one = _bent_hinge_cost(blocks, bends, var)
         tail = blocks[cut:]
         step = ((tail - tail.mean(axis=0)) ** 2).sum(axis=0)  # the second run at its own level
@@ -318,10 +316,12 @@ def _bent_hinge_cost(
     over the columns of ``run`` (one bend for all); None without a bend. A column's cost is
     ``k/2 log rss`` of its residual sum of squares (its own variance, ``k`` windows), or
     given each column's variance ``var``, ``(rss + more_rss) / var`` (``more_rss``: a
-    column's residuals outside ``run``). In chunks of bends, so memory stays ``chunk``
-    times the run."""
+    column's residuals outside ``run``). At most :data:`MAX_BENDS` of the ``bends``, evenly
+    spaced, are tried (a coarser grid on a very long run), in chunks, so memory stays
+    ``chunk`` times the run."""
     if len(bends) == 0:
         return None
+    bends = bends[:: max(1, -(-len(bends) // MAX_BENDS))]
     k = len(run)
     more = np.broadcast_to(more_rss, run.shape[1])
     best = np.full(k - 3, np.inf)
