@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from river import compose
 from regimetune.models import SERIES_STEP_S, InputError, WindowFrame
 from regimetune.regimes import FORMAT_VERSION, DetectorParams, OnlineRegimeDetector, ari, detect_series
 from regimetune.regimes.checks import CHECKS, check_detector, labelled_series
-from regimetune.regimes.synthetic import stationary_frame
+from regimetune.regimes.synthetic import Profile, frame_from_profiles, stationary_frame
 
 from .helpers import empty_frame, steps
 
@@ -378,7 +379,8 @@ def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"dwell_s": 0}, {"match_p": 1.5}, {"features": ("nope",)}, {"min_regime_s": 1.0}]
+    "kwargs",
+    [{"dwell_s": 0}, {"match_p": 1.5}, {"features": ("nope",)}, {"min_regime_s": 1.0}, {"level_spread": -0.01}],
 )
 def test_bad_parameters_are_refused(kwargs: dict) -> None:  # type: ignore[type-arg]
     with pytest.raises(InputError):
@@ -408,6 +410,29 @@ def test_a_state_is_strict_json_even_with_missing_values() -> None:
     text = json.dumps(det.to_state(), allow_nan=False)
     again = OnlineRegimeDetector.from_state(json.loads(text))
     assert json.dumps(again.to_state(), allow_nan=False) == text
+
+
+@pytest.mark.parametrize(
+    ("move", "at", "level_spread", "regimes"),
+    [
+        (0.03, 120, None, 1),  # a wander-sized move before any block is learnt: the prior allows it
+        (0.03, 120, 0.0, 2),  # without the prior, white noise alone: a new regime
+        (0.15, 120, None, 2),  # a plateau's step (15-20 %) is a regime from the start
+        (0.03, 1800, None, 2),  # after 20 blocks of a quiet level, its own spread is in force
+    ],
+)
+def test_a_level_is_allowed_a_prior_spread_until_its_own_is_learnt(
+    move: float, at: int, level_spread: float | None, regimes: int
+) -> None:
+    # reads and writes move by `move` (their Poisson noise is ~0.6 % and ~2 % of a 10-s
+    # window): live, the first blocks of `min_regime_s` have not shown how far the level
+    # wanders, so the match allows for `level_spread` (default 1 % in reads)
+    low = Profile(reads=3000, writes=300, active=150, topk=0.35, entropy=6.5, growth=4)
+    high = Profile(**{**asdict(low), "reads": low.reads * (1 + move), "writes": low.writes * (1 + move)})
+    frame = frame_from_profiles([low, high], [at, 400], seed=5, window_s=10.0)
+    kw = {} if level_spread is None else {"level_spread": level_spread}
+    h = OnlineRegimeDetector(window_s=10.0, **kw).detect(frame)
+    assert len(set(h.online_labels.tolist()) - {-1}) == regimes  # -1: before the first regime
 
 
 @pytest.mark.parametrize("min_regime_s", [300.0, 900.0])

@@ -48,7 +48,7 @@ DetectorParamOpt = Annotated[
         metavar="NAME=VALUE",
         help="Set one parameter of the online regime detector (repeatable), e.g. --param "
         "min_regime_s=300. Names: regime_s, dwell_s, min_regime_s, match_p, noise_half_life_s, "
-        "noise_clip, noise_floor, drift_half_life_s, trend_block_s, growth_lag_s, max_regimes, features, noise_model "
+        "noise_clip, noise_floor, level_spread, drift_half_life_s, trend_block_s, growth_lag_s, max_regimes, features, noise_model "
         "(auto, white or ar1), candidates "
         "(durations in seconds; the README's detector section says what each means).",
     ),

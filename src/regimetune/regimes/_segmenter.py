@@ -88,6 +88,7 @@ class KernelParams(NamedTuple):
     noise_floor: float  # the noise is at least this share of a feature's magnitude
     drift_weight: float  # smallest step with which a steady regime's level follows its windows
     max_regimes: int
+    level_prior: float  # variance a level's block-to-block spread is taken to have, as one block
     ar_noise: bool  # the noise is AR(1), its coefficient learnt; else white
     ar_margin: float  # standard errors taken off the AR(1) estimate (its one-sided bound)
     recent: int  # newest candidates always kept
@@ -541,7 +542,7 @@ def _match(
         for j in range(level.shape[0]):
             if sums[j, 0] > 0.0 and not np.isnan(s.reg_level[r, j]):
                 white = _variance(p, noise, sums, j) * (1.0 / n_seg + 1.0 / n_reg)
-                chi2 += (level[j] - s.reg_level[r, j]) ** 2 / max(white, 2.0 * s.level_var[j])
+                chi2 += (level[j] - s.reg_level[r, j]) ** 2 / max(white, 2.0 * _level_spread(s, p, j))
         if chi2 <= best_chi2:
             if i == 0:
                 return r
@@ -572,7 +573,16 @@ def _rise_chi2(s: KernelState, p: KernelParams, j: int, rise: float, var: float,
     """Feature ``j``'s share of the chi-square of a line's rise over ``n`` windows: under
     white noise of variance ``var`` about ``12 var / n`` (precision of at most ``match_n``
     windows), and no finer than the spread of a regime's level."""
-    return rise * rise / max(var * 12.0 / min(n, p.match_n), 2.0 * s.level_var[j])
+    return rise * rise / max(var * 12.0 / min(n, p.match_n), 2.0 * _level_spread(s, p, j))
+
+
+@_phase
+def _level_spread(s: KernelState, p: KernelParams, j: int) -> float:
+    """The variance of feature ``j``'s level, block to block, as the regime tests allow
+    for it: the spread learnt from ``n_blocks`` blocks, and at least ``level_prior`` over
+    one more than that (before any block is learnt a level is taken to wander by the
+    prior, not by white noise alone; the learnt spread takes over as blocks come in)."""
+    return max(s.level_var[j], p.level_prior / (s.n_blocks[0] + 1.0))
 
 
 @_phase
@@ -824,7 +834,7 @@ def _off_line(
         if away * jump > 0.0 and away * away > p.match_chi2 * noise[j] * (1.0 / min(n, p.match_n)):
             continue  # a step further the way the transition moves: the same movement
         w_line = 1.0 / n + (du + dt) ** 2 / sxx
-        chi2 += jump * jump / (noise[j] * (w_line + w_new) + 2.0 * s.level_var[j])
+        chi2 += jump * jump / (noise[j] * (w_line + w_new) + 2.0 * _level_spread(s, p, j))
     return chi2 > p.match_chi2
 
 
@@ -848,7 +858,7 @@ def _level_chi2(
     ``n_b`` windows, noise variance ``var``), as a regime match judges it: precision of at
     most ``match_n`` windows a side, and no finer than the spread of a regime's level."""
     white = var * (1.0 / min(n_a, p.match_n) + 1.0 / min(n_b, p.match_n))
-    return (mean_a - mean_b) ** 2 / max(white, 2.0 * s.level_var[j])
+    return (mean_a - mean_b) ** 2 / max(white, 2.0 * _level_spread(s, p, j))
 
 
 @_phase

@@ -103,6 +103,7 @@ class OnlineRegimeDetector(base.Clusterer):
         noise_half_life_s: float = _D.noise_half_life_s,
         noise_clip: float = _D.noise_clip,
         noise_floor: float = _D.noise_floor,
+        level_spread: float = _D.level_spread,
         drift_half_life_s: float = _D.drift_half_life_s,
         trend_block_s: float = _D.trend_block_s,
         growth_lag_s: float = _D.growth_lag_s,
@@ -119,6 +120,7 @@ class OnlineRegimeDetector(base.Clusterer):
         self.noise_half_life_s = noise_half_life_s
         self.noise_clip = noise_clip
         self.noise_floor = noise_floor
+        self.level_spread = level_spread
         self.drift_half_life_s = drift_half_life_s
         self.trend_block_s = trend_block_s
         self.growth_lag_s = growth_lag_s

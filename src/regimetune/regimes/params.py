@@ -64,6 +64,16 @@ class DetectorParams:
     ``noise_floor``
         The noise of a feature is at least this share of its magnitude (a series that
         repeats exact values is not infinitely precise).
+    ``level_spread``
+        How far a steady level of trace windows is taken to wander, block to block of
+        ``min_regime_s``, before its own wander has been learnt (a standard deviation in
+        feature units: 0.01 is 1 % of the read rate, 2 % of the write rate, about the
+        90th percentile of what generated runs learn, against 15-20 % between ParSplice
+        plateaus). The regime tests allow for the larger of its square over one more than
+        the blocks learnt and the wander learnt; with 0, a level is judged against white
+        noise alone until the first blocks are in, and a move by about its own wander
+        founds a regime live. A series' columns have no known unit: series start from
+        white noise (as with 0).
     ``drift_half_life_s``
         Memory of a steady regime's level, so it follows slow drift (s).
     ``trend_block_s``
@@ -117,6 +127,7 @@ class DetectorParams:
     noise_half_life_s: float = 600.0
     noise_clip: float = 3.0
     noise_floor: float = 1e-3
+    level_spread: float = 0.01
     drift_half_life_s: float = 1800.0
     trend_block_s: float = 300.0
     growth_lag_s: float = 30.0
@@ -139,6 +150,9 @@ class DetectorParams:
         ):
             _positive(name, getattr(self, name))
         _positive("growth_lag_s", self.growth_lag_s)
+        v = self.level_spread
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (0.0 <= v < math.inf):
+            raise InputError(f"level_spread must be a number >= 0, got {v!r}")
         if self.window_s is not None:
             _positive("window_s", self.window_s)
         if not (isinstance(self.match_p, int | float) and 0.0 < self.match_p < 1.0):
@@ -235,6 +249,7 @@ class DetectorParams:
             noise_floor=self.noise_floor,
             drift_weight=1.0 - 0.5 ** (window_s / self.drift_half_life_s),
             max_regimes=self.max_regimes,
+            level_prior=0.0 if series else self.level_spread**2,
             ar_noise=self.noise_model == "ar1" or (self.noise_model == "auto" and series),
             ar_margin=float(norm.isf(self.match_p)),
             recent=self.candidates // 2,
