@@ -380,7 +380,13 @@ def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"dwell_s": 0}, {"match_p": 1.5}, {"features": ("nope",)}, {"min_regime_s": 1.0}, {"level_spread": -0.01}],
+    [
+        {"dwell_s": 0},
+        {"match_p": 1.5},
+        {"features": ("nope",)},
+        {"min_regime_s": 1.0},
+        {"level_spread": -0.01},
+    ],
 )
 def test_bad_parameters_are_refused(kwargs: dict) -> None:  # type: ignore[type-arg]
     with pytest.raises(InputError):

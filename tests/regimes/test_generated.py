@@ -112,13 +112,16 @@ def test_a_drift_cut_into_two_steady_regimes_is_one_decline_in_hindsight(
 def test_an_early_step_within_the_levels_wander_is_no_change_in_hindsight() -> None:
     # a held-out stationary run of bench/regimes.py (4 h, 256 workers): 25 minutes in, before
     # the detector knows how far a level wanders, a level 0.017 higher in log reads founds a
-    # second regime live; over the whole run, block means wander that far, so a replay has one
+    # second regime live when a level is judged against white noise alone (level_spread=0);
+    # over the whole run, block means wander that far, so a replay has one
     cfg = GeneratorConfig(duration_s=4 * 3600.0, workers=256, seed=135, preset="stationary")
     frame = window_frame(generate(cfg), window_s=10.0)
-    h = OnlineRegimeDetector().detect(frame)
+    h = OnlineRegimeDetector(level_spread=0.0).detect(frame)
     assert len(set(h.online_labels.tolist()) - {-1}) == 2
     assert h.n_regimes == 1 and [(c.from_id, c.to_id) for c in h.changes] == [(None, 0)]
-    assert OnlineRegimeDetector(trend_block_s=1e9).detect(frame).n_regimes == 2  # without hindsight
+    assert OnlineRegimeDetector(level_spread=0.0, trend_block_s=1e9).detect(frame).n_regimes == 2
+    # with the default prior spread (1 % of the read rate) the move is a level's wander live too
+    assert set(OnlineRegimeDetector().detect(frame).online_labels.tolist()) - {-1} == {0}
 
 
 @pytest.mark.parametrize("seed", [6, 7])

@@ -28,7 +28,7 @@ The detector is a river :class:`~river.base.Clusterer`, so it composes in river 
 >>> frame = parsplice_like_frame(n_windows=1000, seed=1)  # read as windows of 10 s
 >>> history = OnlineRegimeDetector(window_s=10.0).detect(frame)
 >>> [(s.regime_id, s.start_window) for s in history.segments]
-[(0, 0), (1, 147), (2, 250), (3, 600)]
+[(0, 0), (1, 150), (2, 250), (3, 600)]
 """
 
 from __future__ import annotations
