@@ -109,6 +109,24 @@ def test_a_drift_cut_into_two_steady_regimes_is_one_decline_in_hindsight(
     assert OnlineRegimeDetector().detect(frame).n_regimes == 3  # without that pass
 
 
+def test_a_recording_that_starts_in_a_drift_gets_a_transition_known_only_in_hindsight() -> None:
+    # a dev run of bench/regimes.py (4 h, 256 workers) at 60-s windows: the fall is shorter
+    # than min_regime_s, a ramp into the first level, and the two-hour drift after it that
+    # level following it, so live the whole run is one regime; in hindsight the drift is a
+    # transition of its own, entered in the detector's table so no later regime takes its id
+    cfg = GeneratorConfig(duration_s=4 * 3600.0, workers=256, seed=10, preset="fast-decay")
+    frame = window_frame(generate(cfg), window_s=60.0)
+    truth = change_points(frame["label"])[0]
+    det = OnlineRegimeDetector()
+    h = det.detect(frame)
+    assert set(h.online_labels.tolist()) - {-1} == {0}
+    assert [(c.from_id, c.to_id) for c in h.changes] == [(None, 1), (1, 0)]
+    assert abs(h.changes[1].at_window - truth) <= 0.05 * len(frame)
+    assert h.changes[1].confirmed_window == len(frame) - 1  # known at the recording's end
+    assert det.transitions == [1] and [r.id for r in h.regimes] == [0, 1]
+    assert [s.regime_id for s in h.segments] == [1, 0] and ari(frame["label"], h.labels) >= 0.85
+
+
 def test_an_early_step_within_the_levels_wander_is_no_change_in_hindsight() -> None:
     # a held-out stationary run of bench/regimes.py (4 h, 256 workers): 25 minutes in, before
     # the detector knows how far a level wanders, a level 0.017 higher in log reads founds a

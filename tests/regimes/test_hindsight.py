@@ -17,6 +17,7 @@ from regimetune.regimes.hindsight import (
     ramps_into_levels,
     settled_tail,
     slow_tails,
+    start_drift,
     steps_within_wander,
     transition_ends,
 )
@@ -568,3 +569,43 @@ def test_a_short_transition_before_another_transition_or_at_the_end_stays() -> N
     labels = np.r_[np.zeros(4, int), np.ones(200, int), np.full(5, 2)]
     assert (ramps_into_levels(labels, transitions={0, 1, 2}, level=LEVEL) == labels).all()
     assert (ramps_into_levels(labels, transitions={2}, level=LEVEL) == labels).all()
+
+
+def _start_drift(
+    path: np.ndarray, *, seed: int = 0, noise: float = 0.02, cut: int | None = None
+) -> np.ndarray:
+    """The change points :func:`start_drift` leaves in a recording of ``path`` (plus white
+    noise) that the online pass saw as one regime (or two, cut at ``cut``), the new id 7."""
+    x = (path + np.random.default_rng(seed).normal(0.0, noise, len(path)))[:, None]
+    labels = (np.arange(len(path)) >= (cut or len(path))).astype(int)
+    after = start_drift(
+        labels, x, transitions=set(), block=BLOCK, p=P, level=LEVEL, white=np.ones(1, bool), new_id=7
+    )
+    assert set(after[after != labels].tolist()) <= {7}, "only the new id is given"
+    return np.flatnonzero(np.diff(after)) + 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_recording_that_starts_in_a_drift_gets_a_transition_up_to_where_it_turns_level(seed: int) -> None:
+    # the fall is a ramp into the first level online, the drift that level following it:
+    # one regime; in hindsight the drift is a transition that ends where it turned level
+    changes = _start_drift(_fall_drift(), seed=seed)
+    assert len(changes) == 1 and abs(changes[0] - 360) <= BLOCK
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_level_that_wanders_like_a_random_walk_is_no_drift(seed: int) -> None:
+    # a steady trend by rank (nearly noiseless windows: Kendall's tau is exact), but a level
+    # that steps 0.06 block to block could have moved its 0.05 in the same time
+    wander = np.repeat(np.tile([0.03, -0.03], 20), BLOCK)  # a zigzag about the level
+    path = np.r_[np.linspace(1.05, 1.0, 200), np.full(400, 1.0) + wander]
+    assert len(_start_drift(path, seed=seed, noise=0.001)) == 0
+    # the same trend against a level that holds: a drift
+    still = np.r_[np.linspace(1.05, 1.0, 200), np.full(400, 1.0)]
+    assert len(_start_drift(still, seed=seed, noise=0.001)) == 1
+
+
+def test_a_start_in_a_drift_is_judged_only_where_the_recording_was_one_regime() -> None:
+    # a boundary the online pass found (or a level too short to be a regime) stays as it is
+    assert _start_drift(_fall_drift(), cut=500).tolist() == [500]
+    assert len(_start_drift(_fall_drift(level_for=LEVEL // 3))) == 0

@@ -60,6 +60,7 @@ from regimetune.regimes.hindsight import (
     ramps_into_levels,
     settled_tail,
     slow_tails,
+    start_drift,
     steps_within_wander,
     transition_ends,
 )
@@ -245,8 +246,10 @@ class OnlineRegimeDetector(base.Clusterer):
         """A replay's labels and changes with each transition's slow tail merged into it
         (the last run's drift too), each step within the level's wander merged, each
         transition's end moved where its line, or its slow drift (also one the online pass
-        cut into two steady runs), turns level, and each transition shorter than
-        ``min_regime_s`` joined to the level it led to (:mod:`regimetune.regimes.hindsight`)."""
+        cut into two steady runs), turns level, each transition shorter than
+        ``min_regime_s`` joined to the level it led to, and a recording seen as one regime
+        that starts in a drift given a transition for it, entered in the kernel's table
+        (:mod:`regimetune.regimes.hindsight`)."""
         p = self.params
         transitions, block = set(self.transitions), p.windows(p.trend_block_s, self.window_s_)
         if block > len(labels):  # no block of the recording to read: hindsight is off
@@ -266,7 +269,28 @@ class OnlineRegimeDetector(base.Clusterer):
             after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
         )
         after = ramps_into_levels(after, transitions=transitions, level=level)
-        return after, merged_changes(changes, after, t0)
+        rows = merged_changes(changes, after, t0)
+        k = int(self._state.n_regimes[0])
+        if t0 > 0 or k >= self._kp.max_regimes:  # not the recording's start; no id left
+            return after, rows
+        drift = start_drift(
+            after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white, new_id=k
+        )
+        if drift[0] != k:
+            return after, rows
+        self._found_transition(k, x[drift == k])  # so no later regime takes its id
+        turn = int(np.argmax(drift != k))  # the whole recording was one run: rows (-1, r, 0, c)
+        rows = np.asarray([(-1, k, 0, rows[0, 3]), (k, drift[turn], turn, len(drift) - 1)], dtype=rows.dtype)
+        return drift, rows
+
+    def _found_transition(self, k: int, x: np.ndarray) -> None:
+        """Enter regime ``k``, a transition known only in hindsight over the windows ``x``,
+        in the kernel's table."""
+        s = self._state
+        s.reg_level[k] = np.nanmean(x, axis=0)
+        s.reg_n[k] = len(x)
+        s.reg_kind[k] = _segmenter.TRANSITION
+        s.n_regimes[0] = k + 1
 
     # -- river API ------------------------------------------------------------------------
     def learn_one(self, x: Mapping[str, float]) -> None:  # type: ignore[override]

@@ -83,9 +83,22 @@ transition before it a few windows long (at a recording's start, while the keysp
 settles). By the online rule, an excursion shorter than ``min_regime_s`` before a level is a
 ramp and belongs to the level it led to; so, in hindsight, is such a transition.
 
+**A recording that starts in a drift.** A fall shorter than ``min_regime_s`` at a
+recording's very start is a ramp into the first level, and a slow drift after it is that
+level following drift: online, no transition is founded, and a recording that falls, drifts
+for hours and settles is one regime. Where the online pass saw the whole recording as one
+regime, the bent hinge of the slow drift's end (a steep line, a slower one, then level) is
+fitted from the first window; the part before its turn is a transition of its own (a new
+id) if ``min_regime_s`` holds on both sides of the turn and, on some feature the hinge was
+read on, the block means before the turn trend the way the run went (Kendall's tau at
+``match_p``, shared) and have moved farther from the first block to the level after the
+turn than the level's own wander would carry them over as many blocks, read as a random
+walk (a chi-square at ``match_p``, shared; its step from the level's consecutive block
+means). A level that wanders moves a little over hours; a drift moves many times that.
+
 All run after the fact only, in this order: slow tails, the last run's drift, steps within
-the wander, transition ends, slow drifts cut in two, slow drifts' ends, ramps. The live labels
-(``online_labels``) and the service's ``update`` are unchanged.
+the wander, transition ends, slow drifts cut in two, slow drifts' ends, ramps, a start in a
+drift. The live labels (``online_labels``) and the service's ``update`` are unchanged.
 
 >>> import numpy as np
 >>> drift = np.r_[np.linspace(2.0, 1.0, 30), np.linspace(1.0, 0.8, 120), np.full(60, 0.8)]
@@ -271,6 +284,54 @@ def drifts_cut_in_two(
             and _trends(means.blocks(first, turn, block), went, p=p)  # a drift, not a rebound
         ):
             out[first:turn] = labels[start]
+    return out
+
+
+def start_drift(
+    labels: np.ndarray,
+    x: np.ndarray,
+    *,
+    transitions: Collection[int],
+    block: int,
+    p: float,
+    level: int,
+    white: np.ndarray,
+    new_id: int,
+) -> np.ndarray:
+    """``labels`` with the drift that a recording seen as one regime starts with relabelled
+    ``new_id`` up to where it turns level (see the module), read on the features
+    :func:`transition_ends` reads, with ``level`` windows of drift before the turn and of
+    the level after it."""
+    out = labels.copy()
+    starts, ends = _runs(labels)
+    end = int(ends[0])
+    if len(starts) > 1 or labels[0] in transitions or end < 2 * level:
+        return out
+    means = _Means(x)
+    went = _direction(means, 0, end, block)
+    found = _turn(x, went * white, p)
+    if found is None:
+        return out
+    cols = found[1]
+    cost = _bent_hinge_cost(x[:, cols], np.arange(block, end - 1, block))
+    if cost is None:
+        return out
+    turn = 2 + int(np.argmin(cost))
+    if not _keeps(0, turn, end, level):
+        return out
+    edge = block * round(turn / block)  # the blocks on either side of the turn
+    drift, settled = means.blocks(0, edge, block), means.blocks(edge, end, block)
+    if len(drift) < 3 or len(settled) < 3:  # no rank, no step to read
+        return out
+    shared = p / x.shape[1]
+    for j in cols:
+        step = np.mean(np.diff(settled[:, j]) ** 2)  # a block's random step in the level's wander
+        moved = drift[0, j] - settled[:, j].mean()
+        if _trends(drift[:, [j]], went[[j]], p=shared) and moved**2 > chi2.ppf(1.0 - shared, 1) * max(
+            step * len(drift), 1e-300
+        ):
+            out[:turn] = new_id
+            break
     return out
 
 
@@ -583,6 +644,7 @@ __all__ = [
     "ramps_into_levels",
     "settled_tail",
     "slow_tails",
+    "start_drift",
     "steps_within_wander",
     "transition_ends",
 ]

@@ -92,7 +92,10 @@ class DetectorParams:
         searched (however far; the blocks' boundaries are where the drift may begin), also
         past a second steady run the drift was cut into, where one line through both
         explains their block means within the level's wander at ``match_p``; and
-        a transition shorter than ``min_regime_s`` joins the level after it. Live labels
+        a transition shorter than ``min_regime_s`` joins the level after it; and a
+        recording seen as one regime that starts in a drift (farther than the level's
+        wander carries it as a random walk, at ``match_p``) gets a transition up to where
+        the drift turns level. Live labels
         and the service's ``update`` are not affected; a block longer than the recording
         turns them off.
     ``growth_lag_s``
