@@ -88,9 +88,7 @@ class KernelParams(NamedTuple):
     noise_floor: float  # the noise is at least this share of a feature's magnitude
     drift_weight: float  # smallest step with which a steady regime's level follows its windows
     max_regimes: int
-    level_prior: (
-        float  # a level's block-to-block variance before any block is learnt (fades as 1 / (blocks + 1))
-    )
+    level_prior: float  # a level's variance before blocks are learnt (fades as 1 / (blocks + 1))
     ar_noise: bool  # the noise is AR(1), its coefficient learnt; else white
     ar_margin: float  # standard errors taken off the AR(1) estimate (its one-sided bound)
     recent: int  # newest candidates always kept
