@@ -276,7 +276,7 @@ class OnlineRegimeDetector(base.Clusterer):
         drift = start_drift(
             after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white, new_id=k
         )
-        if drift[0] != k:
+        if drift[0] != k or not len(rows):  # (no row: no regime was ever founded)
             return after, rows
         self._found_transition(k, x[drift == k])  # so no later regime takes its id
         turn = int(np.argmax(drift != k))  # the whole recording was one run: rows (-1, r, 0, c)
