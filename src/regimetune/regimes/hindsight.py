@@ -324,12 +324,11 @@ def start_drift(
     if len(drift) < 3 or len(settled) < 3:  # no rank, no step to read
         return out
     shared = p / x.shape[1]
+    bound = chi2.ppf(1.0 - shared, 1) * len(drift)  # in random steps of the level's wander
     for j in cols:
         step = np.mean(np.diff(settled[:, j]) ** 2)  # a block's random step in the level's wander
         moved = drift[0, j] - settled[:, j].mean()
-        if _trends(drift[:, [j]], went[[j]], p=shared) and moved**2 > chi2.ppf(1.0 - shared, 1) * max(
-            step * len(drift), 1e-300
-        ):
+        if _trends(drift[:, [j]], went[[j]], p=shared) and moved**2 > bound * step:
             out[:turn] = new_id
             break
     return out
