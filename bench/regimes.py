@@ -12,7 +12,9 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    ARI, change-point F1 at 2 % of the run, A -> B -> A reversals, false changes per hour
    (stationary), the regime count at 10 s against 60 s, and for the online methods the
    minutes until each true boundary was known (median per boundary; the service runs the
-   old policy until then). Methods: ``online`` (:class:`OnlineRegimeDetector`; white
+   old policy until then) and what the service saw window by window (``live_reversals``,
+   ``live_changes_per_h`` after the first regime: each a policy pushed, every one false on
+   ``stationary``). Methods: ``online`` (:class:`OnlineRegimeDetector`; white
    noise on trace windows), ``online_ar1`` (the same with ``noise_model="ar1"``, an
    option), ``online_no_hindsight`` (the same without the hindsight passes, which merge
    a transition's slow tail into it, the last run's drift too, and a step within the
@@ -82,11 +84,19 @@ class Found(NamedTuple):
     labels: np.ndarray  # the regime of each window
     ids: list[int]  # the regimes in the order they were entered
     confirmed: dict[int, int]  # an online method's changes: first window -> window it was known at
+    live: np.ndarray | None = None  # an online method's regime as each window was learnt (-1: none yet)
 
 
 def _online(frame: WindowFrame, noise_model: str = "auto", trend_block_s: float = 300.0) -> Found:
     h = OnlineRegimeDetector(noise_model=noise_model, trend_block_s=trend_block_s).detect(frame)
-    return Found(h.labels, [c.to_id for c in h.changes], {c.at_window: c.confirmed_window for c in h.changes})
+    confirmed = {c.at_window: c.confirmed_window for c in h.changes}
+    return Found(h.labels, [c.to_id for c in h.changes], confirmed, h.online_labels)
+
+
+def _entered(labels: np.ndarray) -> list[int]:
+    """The regimes in the order they were entered (before the first: none)."""
+    labels = labels[labels >= 0]
+    return [int(v) for v in labels[np.r_[True, labels[1:] != labels[:-1]]]] if len(labels) else []
 
 
 def _known_after(truth: np.ndarray, found: Found, margin: float, window_s: float) -> list[float]:
@@ -112,7 +122,7 @@ def _pelt(frame: WindowFrame) -> Found:
 
 def _paper(frame: WindowFrame) -> Found:
     labels = np.maximum.accumulate(paper_kmeans(frame).labels)
-    return Found(labels, [int(v) for v in labels[np.r_[True, labels[1:] != labels[:-1]]]], {})
+    return Found(labels, _entered(labels), {})
 
 
 METHODS: dict[str, Callable[[WindowFrame], Found]] = {
@@ -194,6 +204,7 @@ def generated(seeds: range, hours: float, presets: tuple[str, ...] = PRESETS) ->
                             "changes_per_h": len(cps) / hours,
                             "regimes": len(set(found.labels.tolist())),
                             "known_after_min": _known_after(truth, found, margin, window),
+                            **_live(found, hours),
                         }
                     )
             for name, rs in rows.items():
@@ -209,6 +220,8 @@ def generated(seeds: range, hours: float, presets: tuple[str, ...] = PRESETS) ->
                 }
                 if name not in ONLINE:
                     continue
+                out[name][key]["live_reversals"] = sum(int(r["live_reversals"]) for r in rs)
+                out[name][key]["live_changes_per_h"] = _mean([r["live_changes_per_h"] for r in rs])
                 known = np.array([r["known_after_min"] for r in rs], dtype=float).reshape(len(rs), -1)
                 if known.shape[1]:  # per true boundary: median minutes to know it, runs that never did
                     out[name][key]["known_after_min_median"] = [
@@ -222,6 +235,16 @@ def generated(seeds: range, hours: float, presets: tuple[str, ...] = PRESETS) ->
             for p in presets
         }
     return out
+
+
+def _live(found: Found, hours: float) -> dict[str, Any]:
+    """What the service saw, window by window (an online method): reversals of the regime
+    in force, and its changes per hour after the first regime was founded (each one a
+    policy pushed; on a stationary run every one is false)."""
+    if found.live is None:
+        return {}
+    ids = _entered(found.live)
+    return {"live_reversals": _reversals(ids), "live_changes_per_h": max(len(ids) - 1, 0) / hours}
 
 
 def _mean(v: list[float]) -> float | None:
@@ -250,10 +273,14 @@ def cloudphysics() -> dict[str, Any] | None:
         frame = window_frame(read_trace(CLOUDPHYSICS, spec=spec), window_s=window)
         h = OnlineRegimeDetector().detect(frame)
         ids = [c.to_id for c in h.changes]
+        assert h.online_labels is not None
+        live = _entered(h.online_labels)
         out[f"{window:g}s"] = {
             "windows": len(frame),
             "changes": len(h.changes) - 1,
             "reversals": _reversals(ids),
+            "live_changes": max(len(live) - 1, 0),
+            "live_reversals": _reversals(live),
             "regimes": h.n_regimes,
         }
     return out
