@@ -53,17 +53,7 @@ from regimetune.models import (
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
 from regimetune.regimes.features import FeatureExtractor, series_inputs
-from regimetune.regimes.hindsight import (
-    drift_ends,
-    drifts_cut_in_two,
-    merged_changes,
-    ramps_into_levels,
-    settled_tail,
-    slow_tails,
-    start_drift,
-    steps_within_wander,
-    transition_ends,
-)
+from regimetune.regimes.hindsight import Reading, in_hindsight, merged_changes, start_drift
 from regimetune.regimes.params import DetectorParams
 
 #: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
@@ -243,39 +233,24 @@ class OnlineRegimeDetector(base.Clusterer):
     def _hindsight(
         self, labels: np.ndarray, x: np.ndarray, changes: np.ndarray, t0: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """A replay's labels and changes with each transition's slow tail merged into it
-        (the last run's drift too), each step within the level's wander merged, each
-        transition's end moved where its line, or its slow drift (also one the online pass
-        cut into two steady runs), turns level, each transition shorter than
-        ``min_regime_s`` joined to the level it led to, and a recording seen as one regime
-        that starts in a drift given a transition for it, entered in the kernel's table
-        (:mod:`regimetune.regimes.hindsight`)."""
+        """A replay's labels and changes read in hindsight: every pass of
+        :mod:`regimetune.regimes.hindsight` (:func:`in_hindsight`), then, where the whole
+        recording was one regime, a start in a drift, whose transition is entered in the
+        kernel's table."""
         p = self.params
-        transitions, block = set(self.transitions), p.windows(p.trend_block_s, self.window_s_)
+        block = p.windows(p.trend_block_s, self.window_s_)
         if block > len(labels):  # no block of the recording to read: hindsight is off
             return labels, changes
-        level = p.windows(p.min_regime_s, self.window_s_)
-        after = slow_tails(labels, x, transitions=transitions, block=block, p=p.match_p)
-        after = settled_tail(after, x, transitions=transitions, block=block, p=p.match_p, level=level)
-        after = steps_within_wander(after, x, transitions=transitions, block=block, p=p.match_p)
         white = _segmenter.ar_coefficients(self._state, self._kp) == 0.0  # least squares fits them
-        after = transition_ends(
-            after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
+        reading = Reading(
+            set(self.transitions), block, p.match_p, p.windows(p.min_regime_s, self.window_s_), white
         )
-        after = drifts_cut_in_two(
-            after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
-        )
-        after = drift_ends(
-            after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white
-        )
-        after = ramps_into_levels(after, transitions=transitions, level=level)
+        after = in_hindsight(labels, x, reading)
         rows = merged_changes(changes, after, t0)
         k = int(self._state.n_regimes[0])
         if t0 > 0 or k >= self._kp.max_regimes:  # not the recording's start; no id left
             return after, rows
-        drift = start_drift(
-            after, x, transitions=transitions, block=block, p=p.match_p, level=level, white=white, new_id=k
-        )
+        drift = start_drift(after, x, **reading._asdict(), new_id=k)
         if drift[0] != k or not len(rows):  # (no row: no regime was ever founded)
             return after, rows
         self._found_transition(k, x[drift == k])  # so no later regime takes its id

@@ -110,10 +110,34 @@ drift. The live labels (``online_labels``) and the service's ``update`` are unch
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from typing import NamedTuple
 
 import numpy as np
 from scipy.stats import chi2, kendalltau
 from scipy.stats import t as student_t
+
+
+class Reading(NamedTuple):
+    """What every pass reads a recording by (the detector's, in windows)."""
+
+    transitions: Collection[int]  # the ids of the transitions
+    block: int  # windows of ``trend_block_s``
+    p: float  # ``match_p``
+    level: int  # windows of ``min_regime_s``
+    white: np.ndarray  # per feature: is its noise read as white (least squares fits it)?
+
+
+def in_hindsight(labels: np.ndarray, x: np.ndarray, r: Reading) -> np.ndarray:
+    """``labels`` after every pass but the start drift's (which founds a regime, so the
+    detector runs it), in the module's order."""
+    after = slow_tails(labels, x, transitions=r.transitions, block=r.block, p=r.p)
+    after = settled_tail(after, x, transitions=r.transitions, block=r.block, p=r.p, level=r.level)
+    after = steps_within_wander(after, x, transitions=r.transitions, block=r.block, p=r.p)
+    for judged in (transition_ends, drifts_cut_in_two, drift_ends):
+        after = judged(
+            after, x, transitions=r.transitions, block=r.block, p=r.p, level=r.level, white=r.white
+        )
+    return ramps_into_levels(after, transitions=r.transitions, level=r.level)
 
 
 def slow_tails(
@@ -637,8 +661,10 @@ def merged_changes(changes: np.ndarray, after: np.ndarray, t0: int) -> np.ndarra
 
 
 __all__ = [
+    "Reading",
     "drift_ends",
     "drifts_cut_in_two",
+    "in_hindsight",
     "merged_changes",
     "ramps_into_levels",
     "settled_tail",
