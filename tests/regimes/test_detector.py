@@ -125,6 +125,29 @@ def test_what_leads_to_a_new_level_is_a_ramp_only_if_it_is_on_the_way(between: f
     assert [(c.from_id, c.at_window) for c in h.changes] == [(None, 0), (0, starts_at)]
 
 
+@pytest.mark.parametrize(("ramp", "live", "changes_at"), [(6, [0], [0]), (150, [0, 1], [0, 150])])
+def test_a_transition_that_began_less_than_a_regime_before_its_level_was_a_ramp_into_it(
+    ramp: int, live: list[int], changes_at: list[int]
+) -> None:
+    # a keyspace growth that warms up over the first `ramp` windows, and a two-window dip in
+    # the read rate 90 windows in: the dip cuts the level one window short of min_regime, so
+    # the excursion from the start founds a transition; the level then holds from the ramp's
+    # end. A 6-window ramp was the level's (live: one steady regime, as the replay has it);
+    # a 150-window one is a transition of its own, and the level after it a new regime.
+    rng = np.random.default_rng(4)
+    rate = 5.7 + rng.normal(0, 0.035, 400)
+    rate[90:92] -= 0.25
+    growth = 0.66 + rng.normal(0, 0.01, 400)
+    growth[:ramp] += np.linspace(0.45, 0.0, ramp)
+    det = OnlineRegimeDetector(window_s=10.0, noise_model="white")
+    h = det.detect_array(np.c_[rate, growth])
+    assert h.online_labels is not None
+    entered = h.online_labels[np.r_[True, h.online_labels[1:] != h.online_labels[:-1]]]
+    assert entered[entered >= 0].tolist() == live
+    assert det.transitions == live[:-1]
+    assert [c.at_window for c in h.changes] == pytest.approx(changes_at, abs=2)
+
+
 def _moving(n: int = 300, seed: int = 11) -> tuple[np.ndarray, np.random.Generator]:
     """Row numbers and a generator for series that keep moving (a transition never levels)."""
     return np.arange(n), np.random.default_rng(seed)

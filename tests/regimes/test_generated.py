@@ -14,8 +14,8 @@ from regimetune.regimes import (
     OnlineRegimeDetector,
     ari,
     change_points,
-    detector,
     false_changes_per_hour,
+    hindsight,
     paper_kmeans,
 )
 
@@ -105,7 +105,7 @@ def test_a_drift_cut_into_two_steady_regimes_is_one_decline_in_hindsight(
     h = OnlineRegimeDetector().detect(frame)
     assert h.n_regimes == 2 and ari(frame["label"], h.labels) >= 0.9
     assert abs(h.changes[-1].at_window - truth) <= 0.02 * len(frame)
-    monkeypatch.setattr(detector, "drifts_cut_in_two", lambda labels, x, **judge: labels)
+    monkeypatch.setattr(hindsight, "drifts_cut_in_two", lambda labels, x, **judge: labels)
     assert OnlineRegimeDetector().detect(frame).n_regimes == 3  # without that pass
 
 

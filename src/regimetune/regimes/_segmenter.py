@@ -991,7 +991,9 @@ def _on_level(
     """A level holds from window ``at`` after an excursion or during a transition: it is a
     known regime or a new one; what led to it is a transition of its own (``min_regime``
     windows or more), a ramp (shorter, and between the two levels: it joins the level it
-    led to) or a burst of the regime in force (shorter, and not on the way)."""
+    led to) or a burst of the regime in force (shorter, and not on the way). A transition
+    in force that began fewer than ``min_regime`` windows before a new level was a ramp
+    into it too: it becomes that level, a steady regime under its id."""
     exc = s.excursion[0]
     cur = s.current[0]
     n = float(s.t[0] - at + 1)
@@ -1009,9 +1011,11 @@ def _on_level(
         and cur >= 0
         and s.current[0] == cur
         and s.reg_kind[cur] == TRANSITION
-        and s.current_since[0] >= at
+        and at - s.current_since[0] < p.min_regime
     ):
-        s.reg_kind[cur] = STEADY  # the "transition" was this level from its start
+        # the "transition" was this level from its start, or a ramp into it (shorter than
+        # a regime: it belongs to the level it led to, as an excursion's ramp does)
+        s.reg_kind[cur] = STEADY
         s.reg_level[cur, :] = level
         s.reg_n[cur] = n
     else:
