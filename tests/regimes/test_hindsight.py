@@ -155,7 +155,8 @@ def test_levels_in_a_row_join_the_first_and_the_changes_follow() -> None:
 
 
 def test_a_transition_is_never_merged_nor_merged_into() -> None:
-    x, labels = _wandering([1.0, 1.01, 1.0], [6, 10, 20], wander=0.05, seed=0)
+    # (unless it came back to the level it left: the tests above)
+    x, labels = _wandering([1.0, 1.01, 1.5], [6, 10, 20], wander=0.05, seed=0)
     for transitions in ({0}, {1}, {2}):
         after = steps_within_wander(labels, x, transitions=transitions, block=BLOCK, p=P)
         t = next(iter(transitions))
@@ -164,18 +165,31 @@ def test_a_transition_is_never_merged_nor_merged_into() -> None:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_a_transition_that_came_back_within_the_wander_is_the_level(seed: int) -> None:
+@pytest.mark.parametrize("same_id", [True, False])
+def test_a_transition_that_came_back_within_the_wander_is_the_level(seed: int, same_id: bool) -> None:
     # online, twelve blocks that held no level became a transition, and the level after it
-    # matched the one before (A -> T -> A): it never left the level's wander
+    # matched the one before (A -> T -> A), or was founded as a new regime at the same level
+    # (A -> T -> B: live, the level was judged before its wander was known): it never left
+    # the level's wander
     x, labels = _wandering([1.0, 1.01, 1.0], [20, 12, 20], wander=0.05, seed=seed)
-    labels[labels == 2] = 0
+    if same_id:
+        labels[labels == 2] = 0
     assert (steps_within_wander(labels, x, transitions={1}, block=BLOCK, p=P) == 0).all()
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_a_transition_that_came_back_from_beyond_the_wander_stays(seed: int) -> None:
+@pytest.mark.parametrize("same_id", [True, False])
+def test_a_transition_that_came_back_from_beyond_the_wander_stays(seed: int, same_id: bool) -> None:
     x, labels = _wandering([1.0, 1.3, 1.0], [20, 12, 20], wander=0.05, seed=seed)
-    labels[labels == 2] = 0
+    if same_id:
+        labels[labels == 2] = 0
+    assert (steps_within_wander(labels, x, transitions={1}, block=BLOCK, p=P) == labels).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_transition_to_a_level_beyond_the_wander_stays(seed: int) -> None:
+    # A -> T -> B with T near A but B a step of many wanders away: a move, not a wander
+    x, labels = _wandering([1.0, 1.01, 1.5], [20, 12, 20], wander=0.05, seed=seed)
     assert (steps_within_wander(labels, x, transitions={1}, block=BLOCK, p=P) == labels).all()
 
 

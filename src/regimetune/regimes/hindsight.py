@@ -74,8 +74,10 @@ from block to block. Over the whole recording the wander is known: the variance 
 A steady run whose mean does not differ from the steady run just before it by more than
 that wander allows (a two-sided t test per feature, at ``match_p`` shared among the
 features) is the same level, and takes its id. So is a transition that came back to the
-regime it left (``min_regime_s`` without a level holding, then the same level again): if
-its mean is within that wander of the run before, it never left the level.
+regime it left (``min_regime_s`` without a level holding, then the same level again), or
+to a steady run the same level as the run before it by that test (a new id founded live,
+before the wander was known): if its mean is within that wander of the run before, it
+never left the level.
 
 **Ramps.** A transition is an excursion that lasted ``min_regime_s`` without a level
 holding; the level that held at last is dated back to where it began, which can leave the
@@ -554,10 +556,10 @@ def steps_within_wander(
     labels: np.ndarray, x: np.ndarray, *, transitions: Collection[int], block: int, p: float
 ) -> np.ndarray:
     """``labels`` with each steady run that is the same level as the steady run just before
-    it (see the module) relabelled as that run, and each transition between two runs of one
-    steady regime that is the same level as the run before it (a wander that lasted
-    ``min_regime_s``, not a move: it came back); ``x`` holds the features of each window,
-    ``block`` is the block length in windows."""
+    it (see the module) relabelled as that run, and each transition between two runs of
+    one level (one steady regime, or two the same level) that is the same level as the run
+    before it (a wander that lasted ``min_regime_s``, not a move: it came back); ``x`` holds
+    the features of each window, ``block`` is the block length in windows."""
     out = labels.copy()
     starts, ends = _runs(out)
     means = _Means(x)
@@ -566,16 +568,23 @@ def steps_within_wander(
         return out
     d = x.shape[1]
     q = student_t.ppf(1.0 - p / (2 * d), df)
+
+    def same(first: int, start: int, end: int) -> bool:  # windows [start, end) and the run before
+        diff = means.of(first, start) - means.of(start, end)
+        se = np.sqrt(wander * block * (1.0 / (start - first) + 1.0 / (end - start)))
+        return not (np.abs(diff) > q * se).any()  # a feature without values (NaN) differs in nothing
+
     first = 0  # where the run before starts, with any run already merged into it
     for i, (start, end) in enumerate(zip(starts[1:], ends[1:], strict=True), start=1):
         before = out[start - 1]
-        back = i + 1 < len(starts) and labels[starts[i + 1]] == before  # a transition that came back
-        if before not in transitions and (out[start] not in transitions or back):
-            diff = means.of(first, start) - means.of(start, end)
-            se = np.sqrt(wander * block * (1.0 / (start - first) + 1.0 / (end - start)))
-            if not (np.abs(diff) > q * se).any():  # a feature without values (NaN) differs in nothing
-                out[start:end] = before
-                continue
+        # a transition that came back: to the regime it left, or to a steady run at its level
+        back = i + 1 < len(starts) and (
+            labels[starts[i + 1]] == before
+            or (labels[starts[i + 1]] not in transitions and same(first, starts[i + 1], ends[i + 1]))
+        )
+        if before not in transitions and (out[start] not in transitions or back) and same(first, start, end):
+            out[start:end] = before
+            continue
         first = start
     return out
 

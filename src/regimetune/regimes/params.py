@@ -85,7 +85,7 @@ class DetectorParams:
         into a level that held ``min_regime_s``);
         then a steady run whose mean differs from the steady run before it by no more than
         the block means wander over the recording (a t test at ``match_p``) is the same
-        level and takes its id (so is a transition that came back to the regime it left);
+        level and takes its id (so is a transition that came back to that level);
         a transition's end moves to where its line turns level, where a likelihood ratio
         at ``match_p`` prefers it (by at most ``min_regime_s``), and to where its slow
         drift turns level, where the ratio beats ``match_p`` shared among the windows
