@@ -352,6 +352,11 @@ def main() -> None:
         "zero_false_changes_stationary": all(
             o[f"stationary@{w}s"]["changes_per_h"] == 0 for w in ("10", "60") if "stationary" in presets
         ),
+        # the same, as the service saw them window by window (each live change a policy pushed)
+        "zero_live_reversals": all(v["live_reversals"] == 0 for k, v in o.items() if "@" in k),
+        "zero_live_changes_stationary": all(
+            o[f"stationary@{w}s"]["live_changes_per_h"] == 0 for w in ("10", "60") if "stationary" in presets
+        ),
         "regimes_10s_vs_60s_within_1": all(d <= 1 for v in o["regime_count_10s_vs_60s"].values() for d in v),
         "replay_ge_200k_windows_per_s": out["speed"]["replay_windows_per_cpu_s"] >= 200_000,
         "update_ge_20k_per_s": out["speed"]["update_calls_per_cpu_s"] >= 20_000,
