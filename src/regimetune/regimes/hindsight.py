@@ -574,15 +574,20 @@ def steps_within_wander(
         se = np.sqrt(wander * block * (1.0 / (start - first) + 1.0 / (end - start)))
         return not (np.abs(diff) > q * se).any()  # a feature without values (NaN) differs in nothing
 
+    def came_back(i: int, before: int, first: int) -> bool:  # run i, a transition: to what it left
+        if i + 1 == len(starts):
+            return False
+        after = labels[starts[i + 1]]  # the regime it left, or a steady run at that level
+        return after == before or (after not in transitions and same(first, starts[i + 1], ends[i + 1]))
+
     first = 0  # where the run before starts, with any run already merged into it
     for i, (start, end) in enumerate(zip(starts[1:], ends[1:], strict=True), start=1):
         before = out[start - 1]
-        # a transition that came back: to the regime it left, or to a steady run at its level
-        back = i + 1 < len(starts) and (
-            labels[starts[i + 1]] == before
-            or (labels[starts[i + 1]] not in transitions and same(first, starts[i + 1], ends[i + 1]))
-        )
-        if before not in transitions and (out[start] not in transitions or back) and same(first, start, end):
+        if (
+            before not in transitions
+            and (out[start] not in transitions or came_back(i, before, first))
+            and same(first, start, end)
+        ):
             out[start:end] = before
             continue
         first = start
