@@ -148,6 +148,24 @@ def test_a_transition_that_began_less_than_a_regime_before_its_level_was_a_ramp_
     assert [c.at_window for c in h.changes] == pytest.approx(changes_at, abs=2)
 
 
+@pytest.mark.parametrize("window_s", [10.0, 60.0])
+def test_a_level_left_in_a_steady_decline_is_known_as_a_transition_a_regime_into_it(window_s: float) -> None:
+    # 2,000 s at a level, a straight decline over 3,000 s, then a level: the change test
+    # fits the decline as one line and ends it only where it levels off; the service must
+    # still know the decline once it has moved for min_regime_s (900 s), not at its end
+    n = lambda seconds: int(seconds / window_s)  # noqa: E731
+    rng = np.random.default_rng(5)
+    x = np.r_[np.full(n(2000), 6.5), np.linspace(6.5, 5.6, n(3000)), np.full(n(3000), 5.6)]
+    x = x + rng.normal(0, 0.03, len(x))
+    det = OnlineRegimeDetector(window_s=window_s, noise_model="white")
+    h = det.detect_array(x)
+    assert h.online_labels is not None
+    known = n(2000) + int(np.argmax(h.online_labels[n(2000) :] != h.online_labels[n(2000) - 1]))
+    assert det.transitions == [1]
+    assert [c.at_window for c in h.changes] == pytest.approx([0, n(2000), n(5000)], abs=n(300))
+    assert n(900) - 1 <= known - h.changes[1].at_window <= n(900) + n(300)  # min_regime_s, +5 minutes at most
+
+
 def _moving(n: int = 300, seed: int = 11) -> tuple[np.ndarray, np.random.Generator]:
     """Row numbers and a generator for series that keep moving (a transition never levels)."""
     return np.arange(n), np.random.default_rng(seed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 
 from regimetune.collectors import GeneratorConfig, generate, window_frame
@@ -61,6 +62,25 @@ def test_a_parsplice_run_is_found_without_reversals(seed: int) -> None:
     truth = change_points(frame["label"])
     first = next(c.at_window for c in h.changes if c.from_id is not None)
     assert abs(first - truth[0]) <= 0.02 * len(frame)
+
+
+@pytest.mark.parametrize("window_s", [10.0, 60.0])
+def test_the_service_knows_a_parsplice_decline_soon_after_it_begins(window_s: float) -> None:
+    # the decline is one long line to the change test; live, the flash crowd's regime must
+    # give way to a transition once the decline has moved for min_regime_s (15 minutes),
+    # not when the change test first cuts it (on these runs 21-45 minutes in, before), and
+    # the rest of the decline must not open regimes of its own
+    minutes = []
+    for seed in (6, 7, 8, 9):
+        frame = run("parsplice", seed, window_s)
+        h = OnlineRegimeDetector().detect(frame)
+        assert h.online_labels is not None
+        end = int(change_points(frame["label"])[0])  # the flash crowd's end
+        switched = end + int(np.argmax(h.online_labels[end:] != h.online_labels[end - 1]))
+        minutes.append((switched - end) * window_s / 60.0)
+        live = h.online_labels[np.r_[True, h.online_labels[1:] != h.online_labels[:-1]]]
+        assert len(live[live >= 0]) == 4  # known sooner, and still not split: 4 regimes live
+    assert np.median(minutes) <= 20.0 and max(minutes) <= 30.0, minutes
 
 
 def test_a_fast_decay_that_ends_in_a_slow_drift_is_one_decline_in_hindsight() -> None:

@@ -32,11 +32,15 @@ unmatched segment opens an *excursion*; the excursion founds a new steady regime
 level without slope has held ``min_regime`` windows (with the segments just before it that
 held the same level: the change test may cut a level in two), and becomes a *transition* regime
 (a decline: it differs from a plateau in slope, not level) once it has lasted
-``min_regime`` windows without settling. What led to a new level in fewer windows is a
+``min_regime`` windows without settling, or, under white noise, once its latest segment,
+leaving a steady level, has moved for ``min_regime`` windows (a steady decline is one line
+to the change test, which ends it only where it turns level). What led to a new level in fewer windows is a
 ramp that joins it if it lies between the two levels, else a burst of the regime it left.
 In a transition, a segment opens an excursion only where it jumps off the line the
 transition was on: not at a bend, nor at a step further the way the transition moves (away
-from where it set out: a decline's drops); a later segment back on that line closes it (a
+from where it set out: a decline's drops), nor at a step part of the way back by a segment
+that still moves that way (an uneven decline), nor in the transition's first ``min_regime``
+windows (the excursion that founded it); a later segment back on that line closes it (a
 burst). So a series that never levels off (a drifting feature) still changes regime where
 another feature switches. Transition regimes are never returned to. A change back to the
 regime just left passes exactly the same tests as any other.
@@ -716,14 +720,18 @@ def _judge_new_segment(
         s.last_line[:, :] = line
     _absolute(s.cand_sums[first], s.cand_ref[first], ended, 1.0)
     _absolute(s.cand_sums[c], s.cand_ref[c], ended, -1.0)
-    if s.excursion[0] >= 0 and s.boundary[0] == s.excursion[0]:
-        s.exc_first[:, :] = ended  # the excursion's first segment: _settle compares levels with it
+    cur = s.current[0]
+    if (s.excursion[0] >= 0 and s.boundary[0] == s.excursion[0]) or (
+        cur >= 0 and s.reg_kind[cur] == TRANSITION and s.boundary[0] == s.current_since[0]
+    ):
+        # the first segment of an excursion (_settle compares levels with it), or of a
+        # transition founded before that segment ended: where it set out
+        s.exc_first[:, :] = ended
     origin = np.full(ended.shape[0], np.nan)  # where a transition set out: its first segment's mean
     _mean_of(s.exc_first, origin)
     _extend_run(s, p, ended, noise)
     _commit(s, start)
     c = _slot_of(s, start)
-    cur = s.current[0]
     if (
         cur >= 0
         and s.reg_kind[cur] == STEADY
@@ -738,11 +746,16 @@ def _judge_new_segment(
         and cur >= 0
         and (
             s.reg_kind[cur] == STEADY
-            or (_line_moves(s, p, s.last_line, noise) and _off_line(s, p, s.last_line, c, noise, origin))
+            or (
+                start - s.current_since[0] >= p.min_regime
+                and _line_moves(s, p, s.last_line, noise)
+                and _off_line(s, p, s.last_line, c, noise, origin)
+            )
         )
     ):
         # in a transition, a jump off a moving line may start another regime (a bend does
-        # not; after a line that holds still, the level that follows decides, as after a ramp)
+        # not; after a line that holds still, the level that follows decides, as after a
+        # ramp; the transition's first min_regime windows are the excursion that founded it)
         s.excursion[0] = start
         s.exc_line[:, :] = s.last_line
 
@@ -831,8 +844,12 @@ def _off_line(
         w_new = 1.0 / sums[0] + mean_u * mean_u / new_sxx
         jump = new - (value + slope * dt)
         away = value - origin[j]  # how far the line has moved from where the transition set out
-        if away * jump > 0.0 and away * away > p.match_chi2 * noise[j] * (1.0 / min(n, p.match_n)):
-            continue  # a step further the way the transition moves: the same movement
+        if away * away > p.match_chi2 * noise[j] * (1.0 / min(n, p.match_n)) and (
+            away * jump > 0.0 or (abs(jump) < abs(away) and new_slope * away > 0.0)
+        ):
+            # a step further the way the transition moves, or part of the way back by a
+            # segment that still moves that way: the same movement, uneven
+            continue
         w_line = 1.0 / n + (du + dt) ** 2 / sxx
         chi2 += jump * jump / (noise[j] * (w_line + w_new) + 2.0 * _level_spread(s, p, j))
     return chi2 > p.match_chi2
@@ -1036,8 +1053,10 @@ def _settle(
     """Every window: a level that has held ``min_regime`` windows after an excursion (or
     during a transition) is a regime, known or new, and what led to it a ramp (shorter
     than ``min_regime``) or a transition; an excursion that has lasted ``min_regime``
-    windows without a level holding is a transition. Else the regime in force learns the
-    window."""
+    windows without a level holding is a transition, and so, under white noise, is one from
+    a steady level whose latest segment has moved for ``min_regime`` windows (a decline the
+    change test reads as one line, which it ends only where the line turns level). Else the regime in
+    force learns the window."""
     exc = s.excursion[0]
     cur = s.current[0]
     unsettled = exc >= 0 or s.reg_kind[cur] == TRANSITION
@@ -1047,10 +1066,20 @@ def _settle(
     elif exc >= 0 and (
         s.boundary[0] - exc >= p.min_regime
         or (p.ar_noise and cur < 0 and s.t[0] - s.boundary[0] + 1 >= p.min_regime)
+        or (
+            not p.ar_noise
+            and cur >= 0
+            and s.reg_kind[cur] == STEADY
+            and s.cand_start[latest] == s.boundary[0]
+            and s.t[0] - s.boundary[0] + 1 >= p.min_regime
+            and _moves(s, p, s.cand_sums[latest], noise)
+        )
     ):
-        # no level has held for min_regime windows, and the latest have not come back (before
-        # the first regime there is nothing to come back to; under AR(1) noise a series that
-        # wanders from its start may be one segment the change test never ends)
+        # no level has held for min_regime windows (or, under white noise, the latest segment
+        # has moved for as long: AR(1) noise moves lines by chance, and its coefficient is
+        # read shrunk towards white), and the latest have not come back (before the first
+        # regime there is nothing to come back to; under AR(1) noise a series that wanders
+        # from its start may be one segment the change test never ends)
         r = _match(s, p, s.cand_sums[latest], s.cand_ref[latest], noise, level)  # level: the latest's
         if cur < 0 or r != cur:
             _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)

@@ -14,7 +14,8 @@ online clustering of the segments it finds.
 * **Regimes** are clusters of those segments with stable ids: a segment returns to a known
   regime only when its level is consistent with that regime's (a chi-square test), a new
   level founds a regime once it has held ``min_regime_s``, and an excursion that lasts as
-  long without settling is a *transition* (a decline). K is learnt, up to ``max_regimes``.
+  long without settling, or whose line has moved as long, is a *transition* (a decline).
+  K is learnt, up to ``max_regimes``.
 * **In hindsight** (a replay, not ``update``): a steady regime that was a transition's slow
   tail takes the transition's id, a step within the level's wander is merged, and a
   transition ends where its line turned level (:mod:`regimetune.regimes.hindsight`).
