@@ -153,7 +153,10 @@ def test_a_level_left_in_a_steady_decline_is_known_as_a_transition_a_regime_into
     # 2,000 s at a level, a straight decline over 3,000 s, then a level: the change test
     # fits the decline as one line and ends it only where it levels off; the service must
     # still know the decline once it has moved for min_regime_s (900 s), not at its end
-    n = lambda seconds: int(seconds / window_s)  # noqa: E731
+
+    def n(seconds: float) -> int:
+        return int(seconds / window_s)
+
     rng = np.random.default_rng(5)
     x = np.r_[np.full(n(2000), 6.5), np.linspace(6.5, 5.6, n(3000)), np.full(n(3000), 5.6)]
     x = x + rng.normal(0, 0.03, len(x))

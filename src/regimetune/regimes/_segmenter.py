@@ -34,8 +34,9 @@ held the same level: the change test may cut a level in two), and becomes a *tra
 (a decline: it differs from a plateau in slope, not level) once it has lasted
 ``min_regime`` windows without settling, or, under white noise, once its latest segment,
 leaving a steady level, has moved for ``min_regime`` windows (a steady decline is one line
-to the change test, which ends it only where it turns level). What led to a new level in fewer windows is a
-ramp that joins it if it lies between the two levels, else a burst of the regime it left.
+to the change test, which ends it only where it turns level). What led to a new level in
+fewer windows is a ramp that joins it if it lies between the two levels, else a burst of
+the regime it left.
 In a transition, a segment opens an excursion only where it jumps off the line the
 transition was on: not at a bend, nor at a step further the way the transition moves (away
 from where it set out: a decline's drops), nor at a step part of the way back by a segment
@@ -1055,8 +1056,8 @@ def _settle(
     than ``min_regime``) or a transition; an excursion that has lasted ``min_regime``
     windows without a level holding is a transition, and so, under white noise, is one from
     a steady level whose latest segment has moved for ``min_regime`` windows (a decline the
-    change test reads as one line, which it ends only where the line turns level). Else the regime in
-    force learns the window."""
+    change test reads as one line, which it ends only where the line turns level). Else the
+    regime in force learns the window."""
     exc = s.excursion[0]
     cur = s.current[0]
     unsettled = exc >= 0 or s.reg_kind[cur] == TRANSITION

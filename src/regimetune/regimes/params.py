@@ -47,8 +47,8 @@ class DetectorParams:
         How long a new segment holds before it is judged (s): the shortest change seen.
     ``min_regime_s``
         How long a new level must hold, without slope, to found a regime (s); an excursion
-        from a regime that lasts this long without settling, or whose latest segment has
-        moved this long, is a *transition* (a decline).
+        from a regime that lasts this long without settling, or (under white noise: trace
+        windows) whose latest segment has moved this long, is a *transition* (a decline).
         Shorter excursions that come back are bursts, not regimes. It also bounds the
         precision a regime match is judged with.
     ``match_p``
