@@ -66,6 +66,8 @@ from regimetune.regimes import (
     change_points,
     paper_kmeans,
     precision_recall_f1,
+    regimes_entered,
+    reversals,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -74,10 +76,6 @@ from tcpd import run_tcpd
 TOLERANCE = 0.02
 PRESETS = ("parsplice", "fast-decay", "stationary")
 CLOUDPHYSICS = Path(__file__).resolve().parents[1].parent / "shared/data/cloudphysics/cloudPhysicsIO.csv"
-
-
-def _reversals(ids: list[int]) -> int:
-    return sum(1 for i in range(2, len(ids)) if ids[i] == ids[i - 2])
 
 
 class Found(NamedTuple):
@@ -91,12 +89,6 @@ def _online(frame: WindowFrame, noise_model: str = "auto", trend_block_s: float 
     h = OnlineRegimeDetector(noise_model=noise_model, trend_block_s=trend_block_s).detect(frame)
     confirmed = {c.at_window: c.confirmed_window for c in h.changes}
     return Found(h.labels, [c.to_id for c in h.changes], confirmed, h.online_labels)
-
-
-def _entered(labels: np.ndarray) -> list[int]:
-    """The regimes in the order they were entered (before the first: none)."""
-    labels = labels[labels >= 0]
-    return [int(v) for v in labels[np.r_[True, labels[1:] != labels[:-1]]]] if len(labels) else []
 
 
 def _known_after(truth: np.ndarray, found: Found, margin: float, window_s: float) -> list[float]:
@@ -122,7 +114,7 @@ def _pelt(frame: WindowFrame) -> Found:
 
 def _paper(frame: WindowFrame) -> Found:
     labels = np.maximum.accumulate(paper_kmeans(frame).labels)
-    return Found(labels, _entered(labels), {})
+    return Found(labels, regimes_entered(labels), {})
 
 
 METHODS: dict[str, Callable[[WindowFrame], Found]] = {
@@ -200,7 +192,7 @@ def generated(seeds: range, hours: float, presets: tuple[str, ...] = PRESETS) ->
                         {
                             "ari": ari(truth, found.labels) if len(set(truth.tolist())) > 1 else float("nan"),
                             "f1": f1,
-                            "reversals": _reversals(found.ids),
+                            "reversals": reversals(found.ids),
                             "changes_per_h": len(cps) / hours,
                             "regimes": len(set(found.labels.tolist())),
                             "known_after_min": _known_after(truth, found, margin, window),
@@ -243,8 +235,8 @@ def _live(found: Found, hours: float) -> dict[str, Any]:
     policy pushed; on a stationary run every one is false)."""
     if found.live is None:
         return {}
-    ids = _entered(found.live)
-    return {"live_reversals": _reversals(ids), "live_changes_per_h": max(len(ids) - 1, 0) / hours}
+    ids = regimes_entered(found.live)
+    return {"live_reversals": reversals(ids), "live_changes_per_h": max(len(ids) - 1, 0) / hours}
 
 
 def _mean(v: list[float]) -> float | None:
@@ -274,13 +266,13 @@ def cloudphysics() -> dict[str, Any] | None:
         h = OnlineRegimeDetector().detect(frame)
         ids = [c.to_id for c in h.changes]
         assert h.online_labels is not None
-        live = _entered(h.online_labels)
+        live = regimes_entered(h.online_labels)
         out[f"{window:g}s"] = {
             "windows": len(frame),
             "changes": len(h.changes) - 1,
-            "reversals": _reversals(ids),
+            "reversals": reversals(ids),
             "live_changes": max(len(live) - 1, 0),
-            "live_reversals": _reversals(live),
+            "live_reversals": reversals(live),
             "regimes": h.n_regimes,
         }
     return out

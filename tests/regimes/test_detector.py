@@ -12,7 +12,14 @@ from river import checks as river_checks
 from river import compose
 
 from regimetune.models import SERIES_STEP_S, InputError, WindowFrame
-from regimetune.regimes import FORMAT_VERSION, DetectorParams, OnlineRegimeDetector, ari, detect_series
+from regimetune.regimes import (
+    FORMAT_VERSION,
+    DetectorParams,
+    OnlineRegimeDetector,
+    ari,
+    detect_series,
+    regimes_entered,
+)
 from regimetune.regimes.checks import CHECKS, check_detector, labelled_series
 from regimetune.regimes.synthetic import Profile, frame_from_profiles, stationary_frame
 
@@ -142,8 +149,7 @@ def test_a_transition_that_began_less_than_a_regime_before_its_level_was_a_ramp_
     det = OnlineRegimeDetector(window_s=10.0, noise_model="white")
     h = det.detect_array(np.c_[rate, growth])
     assert h.online_labels is not None
-    entered = h.online_labels[np.r_[True, h.online_labels[1:] != h.online_labels[:-1]]]
-    assert entered[entered >= 0].tolist() == live
+    assert regimes_entered(h.online_labels) == live
     assert det.transitions == live[:-1]
     assert [c.at_window for c in h.changes] == pytest.approx(changes_at, abs=2)
 

@@ -14,6 +14,8 @@ from regimetune.regimes.metrics import (
     detection_delays,
     false_changes_per_hour,
     precision_recall_f1,
+    regimes_entered,
+    reversals,
 )
 
 from .helpers import steps
@@ -40,6 +42,13 @@ def test_each_true_change_is_matched_at_most_once() -> None:
     assert precision_recall_f1([], [], margin=5) == (1.0, 1.0, 1.0)
     with pytest.raises(InputError):
         precision_recall_f1([1], [1], margin=-1)
+
+
+def test_regimes_entered_skip_the_windows_before_the_first_and_count_reversals() -> None:
+    assert regimes_entered(np.array([-1, -1, 3, 3, 1, 1, 3, 0])) == [3, 1, 3, 0]
+    assert regimes_entered([-1, -1]) == [] and regimes_entered([]) == []
+    assert reversals([3, 1, 3, 0]) == 1  # 3 -> 1 -> 3
+    assert reversals([0, 1, 2, 1, 0]) == 1 and reversals([0, 1, 2, 3]) == 0
 
 
 def test_ari_ignores_unlabelled_windows_and_is_permutation_invariant() -> None:

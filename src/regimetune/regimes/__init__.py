@@ -40,6 +40,8 @@ if TYPE_CHECKING:
         detection_delays,
         false_changes_per_hour,
         precision_recall_f1,
+        regimes_entered,
+        reversals,
         score,
     )
     from regimetune.regimes.paper import PaperResult, paper_kmeans
@@ -71,6 +73,8 @@ _WHERE = {
             "detection_delays",
             "false_changes_per_hour",
             "precision_recall_f1",
+            "regimes_entered",
+            "reversals",
             "score",
         ),
         "metrics",
@@ -104,6 +108,8 @@ __all__ = [
     "false_changes_per_hour",
     "paper_kmeans",
     "precision_recall_f1",
+    "regimes_entered",
+    "reversals",
     "score",
     "segments_of",
 ]

@@ -4,7 +4,8 @@
 * change-point precision / recall / F1 within a tolerance margin, each true change matched
   at most once (as ruptures' ``precision_recall`` and TCPDBench);
 * detection delay: windows from a true change to the confirmation of its matched change;
-* false changes per hour on a trace that has a single regime;
+* false changes per hour on a trace that has a single regime; the regimes in the order
+  they were entered, and the reversals (A -> B -> A) among them;
 * TCPD's F1 and segmentation covering against several human annotators (``tcpd_f1``,
   ``tcpd_cover``; van den Burg & Williams 2020).
 
@@ -32,6 +33,28 @@ def change_points(labels: npt.ArrayLike) -> np.ndarray:
     """Positions ``i`` where ``labels[i] != labels[i - 1]``."""
     a = np.asarray(labels)
     return np.flatnonzero(a[1:] != a[:-1]) + 1
+
+
+def regimes_entered(labels: npt.ArrayLike) -> list[int]:
+    """The regimes in the order they were entered, one entry per change (windows labelled
+    -1, before the first regime was founded, are skipped).
+
+    >>> regimes_entered([-1, -1, 0, 0, 2, 2, 0])
+    [0, 2, 0]
+    """
+    a = np.asarray(labels)
+    a = a[a >= 0]
+    return [int(v) for v in a[np.r_[0, change_points(a)].astype(int)]] if len(a) else []
+
+
+def reversals(entered: Sequence[int]) -> int:
+    """Changes A -> B -> A in ``entered`` (as :func:`regimes_entered` lists them): a return
+    to the regime just left.
+
+    >>> reversals([0, 1, 0, 2, 3, 2])
+    2
+    """
+    return sum(1 for i in range(2, len(entered)) if entered[i] == entered[i - 2])
 
 
 def ari(truth: npt.ArrayLike, predicted: npt.ArrayLike) -> float:
@@ -249,6 +272,8 @@ __all__ = [
     "detection_delays",
     "false_changes_per_hour",
     "precision_recall_f1",
+    "regimes_entered",
+    "reversals",
     "score",
     "tcpd_cover",
     "tcpd_f1",
