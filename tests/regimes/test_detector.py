@@ -391,7 +391,8 @@ _AR = ("diff_last", "diff_mean", "diff_var", "diff_cov")
     [
         # format 3 had no window held back and no run of segments; format 4 no lines for a
         # transition's jumps; format 5 no autocorrelation of the noise, and no lag columns
-        # in the segment sums; format 6 no difference before the latest: they load without them
+        # in the segment sums; format 6 no difference before the latest; format 7 no sums of
+        # an excursion's ended segments: they load without them
         (
             3,
             (
@@ -405,11 +406,13 @@ _AR = ("diff_last", "diff_mean", "diff_var", "diff_cov")
                 "last_line",
                 *_AR,
                 "diff_prev",
+                "exc_stats",
             ),
         ),
-        (4, ("exc_line", "last_line", *_AR, "diff_prev")),
-        (5, (*_AR, "diff_prev")),
-        (6, ("diff_prev",)),
+        (4, ("exc_line", "last_line", *_AR, "diff_prev", "exc_stats")),
+        (5, (*_AR, "diff_prev", "exc_stats")),
+        (6, ("diff_prev", "exc_stats")),
+        (7, ("exc_stats",)),
     ],
 )
 def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str, ...]) -> None:

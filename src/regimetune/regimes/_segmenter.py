@@ -32,7 +32,8 @@ unmatched segment opens an *excursion*; the excursion founds a new steady regime
 level without slope has held ``min_regime`` windows (with the segments just before it that
 held the same level: the change test may cut a level in two), and becomes a *transition* regime
 (a decline: it differs from a plateau in slope, not level) once it has lasted
-``min_regime`` windows without settling, or, under white noise, once its latest segment,
+``min_regime`` windows without settling and neither its latest segment nor its windows as
+a whole are back at the level it left (a sag that dips cut is no move), or, under white noise, once its latest segment,
 leaving a steady level, has moved for ``min_regime`` windows (a steady decline is one line
 to the change test, which ends it only where it turns level). What led to a new level in
 fewer windows is a ramp that joins it if it lies between the two levels, else a burst of
@@ -111,6 +112,7 @@ class KernelState(NamedTuple):
     boundary: np.ndarray  # (1,) first window of the last committed segment
     excursion: np.ndarray  # (1,) first window of an unresolved excursion (-1: none)
     exc_first: np.ndarray  # (d, 3) its first segment's windows, sum, sum of squares
+    exc_stats: np.ndarray  # (d, 3) the same of all its segments that have ended
     exc_line: np.ndarray  # (d, N_LINE) in a transition, the line it left (see _ended_line)
     last_line: np.ndarray  # (d, N_LINE) the line of the latest segment of dwell windows or more
     # the level that the committed segments before the latest one held together
@@ -189,6 +191,7 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         boundary=one(0),
         excursion=one(0),  # the first regime is founded like any other
         exc_first=np.zeros((d, 3)),
+        exc_stats=np.zeros((d, 3)),
         exc_line=np.zeros((d, N_LINE)),
         last_line=np.zeros((d, N_LINE)),
         run_start=one(0),
@@ -728,6 +731,8 @@ def _judge_new_segment(
         # the first segment of an excursion (_settle compares levels with it), or of a
         # transition founded before that segment ended: where it set out
         s.exc_first[:, :] = ended
+    if s.excursion[0] >= 0 and s.boundary[0] >= s.excursion[0]:
+        s.exc_stats[:, :] += ended  # the excursion's windows so far, but for the latest segment's
     origin = np.full(ended.shape[0], np.nan)  # where a transition set out: its first segment's mean
     _mean_of(s.exc_first, origin)
     _extend_run(s, p, ended, noise)
@@ -759,6 +764,7 @@ def _judge_new_segment(
         # ramp; the transition's first min_regime windows are the excursion that founded it)
         s.excursion[0] = start
         s.exc_line[:, :] = s.last_line
+        s.exc_stats[:, :] = 0.0
 
 
 @_phase
@@ -1054,7 +1060,8 @@ def _settle(
     """Every window: a level that has held ``min_regime`` windows after an excursion (or
     during a transition) is a regime, known or new, and what led to it a ramp (shorter
     than ``min_regime``) or a transition; an excursion that has lasted ``min_regime``
-    windows without a level holding is a transition, and so, under white noise, is one from
+    windows without a level holding, and has not come back (its latest segment, and its
+    windows as a whole), is a transition, and so, under white noise, is one from
     a steady level whose latest segment has moved for ``min_regime`` windows (a decline the
     change test reads as one line, which it ends only where the line turns level). Else the
     regime in force learns the window."""
@@ -1062,31 +1069,52 @@ def _settle(
     cur = s.current[0]
     unsettled = exc >= 0 or s.reg_kind[cur] == TRANSITION
     since = _held_since(s, p, latest, noise) if unsettled else -1
+    committed_lasted = s.t[0] - s.boundary[0] + 1 >= p.min_regime  # the committed segment
     if since >= 0:
         _on_level(s, p, latest, since, noise, level, log)
     elif exc >= 0 and (
         s.boundary[0] - exc >= p.min_regime
-        or (p.ar_noise and cur < 0 and s.t[0] - s.boundary[0] + 1 >= p.min_regime)
+        or (p.ar_noise and cur < 0 and committed_lasted)
         or (
             not p.ar_noise
             and cur >= 0
             and s.reg_kind[cur] == STEADY
             and s.cand_start[latest] == s.boundary[0]
-            and s.t[0] - s.boundary[0] + 1 >= p.min_regime
+            and committed_lasted
             and _moves(s, p, s.cand_sums[latest], noise)
         )
     ):
         # no level has held for min_regime windows (or, under white noise, the latest segment
         # has moved for as long: AR(1) noise moves lines by chance, and its coefficient is
-        # read shrunk towards white), and the latest have not come back (before the first
-        # regime there is nothing to come back to; under AR(1) noise a series that wanders
-        # from its start may be one segment the change test never ends)
+        # read shrunk towards white), and the excursion has not come back, judged on the
+        # latest segment and on all its windows (before the first regime there is nothing to
+        # come back to; under AR(1) noise a series that wanders from its start may be one
+        # segment the change test never ends)
         r = _match(s, p, s.cand_sums[latest], s.cand_ref[latest], noise, level)  # level: the latest's
-        if cur < 0 or r != cur:
+        if cur < 0 or (r != cur and not _came_back(s, p, latest, noise)):
             _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
             s.excursion[0] = -1
     if s.excursion[0] < 0 and s.current[0] >= 0:
         _learn_level(s, p, noise)
+
+
+@_phase
+def _came_back(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray) -> bool:
+    """Are the excursion's windows as a whole (its ended segments and the latest) at the
+    steady level in force? Dips that cut a level, and a sag that a dip ends, make an
+    excursion that never holds a level for ``min_regime`` windows; its latest segment
+    alone may be the dip, so whether it came back is judged on all of it."""
+    cur = s.current[0]
+    if cur < 0 or s.reg_kind[cur] != STEADY:
+        return False
+    whole = np.full(noise.shape[0], np.nan)
+    _pool(s, latest, s.exc_stats, whole)
+    chi2 = 0.0
+    for j in range(whole.shape[0]):
+        n = s.exc_stats[j, 0] + s.cand_sums[latest, j, 0]
+        if n >= 1.0 and not np.isnan(s.reg_level[cur, j]):
+            chi2 += _level_chi2(s, p, j, n, whole[j], max(s.reg_n[cur], 1.0), s.reg_level[cur, j], noise[j])
+    return chi2 <= p.match_chi2
 
 
 @_phase

@@ -61,17 +61,19 @@ from regimetune.regimes.params import DetectorParams
 #: line-test kernel's (before the change test was a penalised likelihood); they cannot be
 #: converted and are refused with a message that says what to do. Later formats load, with
 #: the kernel state added since their version at its initial value (:data:`_ADDED_IN`).
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 #: Kernel state and the format that added it: format 4 the window held back (the dip test)
 #: and the run of segments at one level, format 5 the line a transition left at a jump,
 #: format 6 the noise's autocorrelation (and lag columns in the segment sums, which
 #: earlier states load without: :func:`~regimetune.regimes._segmenter.widen_sums`),
-#: format 7 the difference before the latest (the mean of the differences lags by two).
+#: format 7 the difference before the latest (the mean of the differences lags by two),
+#: format 8 the sums of an excursion's ended segments (whether it came back is judged on
+#: all of it).
 _ADDED_IN = (
     dict.fromkeys(("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats"), 4)
     | dict.fromkeys(("exc_line", "last_line"), 5)
     | dict.fromkeys(("diff_last", "diff_mean", "diff_var", "diff_cov"), 6)
-    | {"diff_prev": 7}
+    | {"diff_prev": 7, "exc_stats": 8}
 )
 _D = DetectorParams()
 
