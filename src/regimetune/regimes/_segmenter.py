@@ -33,11 +33,11 @@ level without slope has held ``min_regime`` windows (with the segments just befo
 held the same level: the change test may cut a level in two), and becomes a *transition* regime
 (a decline: it differs from a plateau in slope, not level) once it has lasted
 ``min_regime`` windows without settling and neither its latest segment nor its windows as
-a whole are back at the level it left (a sag that dips cut is no move), or, under white noise, once its latest segment,
-leaving a steady level, has moved for ``min_regime`` windows (a steady decline is one line
-to the change test, which ends it only where it turns level). What led to a new level in
-fewer windows is a ramp that joins it if it lies between the two levels, else a burst of
-the regime it left.
+a whole are back at the level it left (a sag that dips cut is no move), or, under white
+noise, once its latest segment, leaving a steady level, has moved for ``min_regime``
+windows (a steady decline is one line to the change test, which ends it only where it
+turns level). What led to a new level in fewer windows is a ramp that joins it if it lies
+between the two levels, else a burst of the regime it left.
 In a transition, a segment opens an excursion only where it jumps off the line the
 transition was on: not at a bend, nor at a step further the way the transition moves (away
 from where it set out: a decline's drops), nor at a step part of the way back by a segment
