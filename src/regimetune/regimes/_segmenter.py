@@ -1107,13 +1107,14 @@ def _came_back(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray) 
     cur = s.current[0]
     if cur < 0 or s.reg_kind[cur] != STEADY:
         return False
-    whole = np.full(noise.shape[0], np.nan)
-    _pool(s, latest, s.exc_stats, whole)
+    whole = s.exc_stats.copy()
+    _absolute(s.cand_sums[latest], s.cand_ref[latest], whole, 1.0)
     chi2 = 0.0
     for j in range(whole.shape[0]):
-        n = s.exc_stats[j, 0] + s.cand_sums[latest, j, 0]
+        n = whole[j, 0]
         if n >= 1.0 and not np.isnan(s.reg_level[cur, j]):
-            chi2 += _level_chi2(s, p, j, n, whole[j], max(s.reg_n[cur], 1.0), s.reg_level[cur, j], noise[j])
+            mean = whole[j, 1] / n
+            chi2 += _level_chi2(s, p, j, n, mean, max(s.reg_n[cur], 1.0), s.reg_level[cur, j], noise[j])
     return chi2 <= p.match_chi2
 
 
