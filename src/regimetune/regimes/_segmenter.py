@@ -598,7 +598,12 @@ def _learn_level_spread(s: KernelState, p: KernelParams, y: np.ndarray, noise: n
     """How far the mean of ``min_regime`` windows wanders from one such block to the next
     (half the mean squared difference of consecutive block means, clipped like the noise):
     the spread a regime's level has at the scale regimes are judged at, which white noise
-    alone underrates when a workload wanders."""
+    alone underrates when a workload wanders. Trace windows (white noise) learn it with the
+    memory of a level's drift, as a workload's wander changes; under AR(1) noise (series
+    rows) it is a property of the stream, as the coefficient is, and every block weighs
+    the same (with the memory of drift, the block that straddles a step the change test
+    has not confirmed yet weighs a third, and can widen the spread so far that the step
+    passes for the level's wander)."""
     m = p.min_regime
     cur = s.current[0]
     if cur < 0 or s.excursion[0] >= 0 or s.reg_kind[cur] != STEADY or s.block_regime[0] != cur:
@@ -617,7 +622,9 @@ def _learn_level_spread(s: KernelState, p: KernelParams, y: np.ndarray, noise: n
     if s.block_n[0] < m:
         return
     k = s.n_blocks[0]
-    lam = max(1.0 / k, p.drift_weight * m) if k > 0 else 1.0
+    lam = 1.0 / k if k > 0 else 1.0
+    if not p.ar_noise:
+        lam = max(lam, p.drift_weight * m)
     for j in range(y.shape[0]):
         if s.block_cnt[j] == 0.0:
             continue
