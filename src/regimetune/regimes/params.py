@@ -76,7 +76,10 @@ class DetectorParams:
         founds a regime live. A series' columns have no known unit: series start from
         white noise (as with 0).
     ``drift_half_life_s``
-        Memory of a steady regime's level, so it follows slow drift (s).
+        Memory of a steady regime's level, so it follows slow drift (s), and, on trace
+        windows, of how far that level wanders (a workload's wander changes as it runs;
+        under AR(1) noise, series rows, the wander is the stream's, learnt from every
+        block alike).
     ``trend_block_s``
         In hindsight (a replayed recording: ``detect``, a series), steady runs are read in
         blocks of this length (s) (:mod:`regimetune.regimes.hindsight`): a steady regime
