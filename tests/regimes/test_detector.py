@@ -339,6 +339,18 @@ def test_a_series_step_is_not_taken_for_the_wander_of_the_level_it_left() -> Non
     assert found == 40
 
 
+@pytest.mark.parametrize("seed", [2, 50, 55, 73])
+def test_a_series_step_is_dated_where_it_happens_not_where_a_wander_before_it_began(seed: int) -> None:
+    # AR(0.4) noise and a step of about 3.7 marginal sds at row 75: the noise's wander opened
+    # an excursion 6-11 rows before the step, still at the level it left; taken for a ramp
+    # into the new level, it dated the step there (rows 64-69). A first segment at the level
+    # it left is that level's wander, and the step is dated where the new level holds
+    x = 23.5 + 1.5 * _ar1(0.4, 300, np.random.default_rng(seed))
+    x[75:] += 6.0
+    rows = [c.at_window for c in detect_series(x).changes[1:]]
+    assert any(abs(r - 75) <= 5 for r in rows), rows
+
+
 def test_the_series_default_reads_white_noise_as_white() -> None:
     # a coefficient the stream cannot tell from 0 is 0: on white noise the AR(1) estimate
     # (noisy, 0.3-0.8 over the first 50 rows unshrunk) is taken down by its standard error

@@ -37,7 +37,9 @@ a whole are back at the level it left (a sag that dips cut is no move), or, unde
 noise, once its latest segment, leaving a steady level, has moved for ``min_regime``
 windows (a steady decline is one line to the change test, which ends it only where it
 turns level). What led to a new level in fewer windows is a ramp that joins it if it lies
-between the two levels, else a burst of the regime it left.
+between the two levels and its first segment is off the level it left (at that level, it
+was the level's wander, and the new level begins where it holds), else a burst of the
+regime it left.
 In a transition, a segment opens an excursion only where it jumps off the line the
 transition was on: not at a bend, nor at a step further the way the transition moves (away
 from where it set out: a decline's drops), nor at a step part of the way back by a segment
@@ -1021,8 +1023,10 @@ def _on_level(
 ) -> None:
     """A level holds from window ``at`` after an excursion or during a transition: it is a
     known regime or a new one; what led to it is a transition of its own (``min_regime``
-    windows or more), a ramp (shorter, and between the two levels: it joins the level it
-    led to) or a burst of the regime in force (shorter, and not on the way). A transition
+    windows or more), a ramp (shorter, between the two levels, and its first segment off
+    the level it left: it joins the level it led to), the level's wander (its first segment
+    at the level it left: the new level begins where it holds) or a burst of the regime in
+    force (shorter, and not on the way). A transition
     in force that began fewer than ``min_regime`` windows before a new level was a ramp
     into it too: it becomes that level, a steady regime under its id."""
     exc = s.excursion[0]
@@ -1034,7 +1038,12 @@ def _on_level(
     if exc >= 0 and at - exc >= p.min_regime:
         _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), exc)
     elif exc >= 0 and (
-        cur < 0 or (s.reg_kind[cur] == STEADY and _between(s.exc_first, s.reg_level[cur], level, noise))
+        cur < 0
+        or (
+            s.reg_kind[cur] == STEADY
+            and _between(s.exc_first, s.reg_level[cur], level, noise)
+            and not _at_level(s, p, s.exc_first, noise)
+        )
     ):
         at = exc  # a short ramp belongs to the level it led to
     if (
@@ -1116,11 +1125,19 @@ def _came_back(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray) 
         return False
     whole = s.exc_stats.copy()
     _absolute(s.cand_sums[latest], s.cand_ref[latest], whole, 1.0)
+    return _at_level(s, p, whole, noise)
+
+
+@_phase
+def _at_level(s: KernelState, p: KernelParams, stats: np.ndarray, noise: np.ndarray) -> bool:
+    """Are the windows of ``stats`` (windows, sum, sum of squares per feature) at the level
+    of the steady regime in force?"""
+    cur = s.current[0]
     chi2 = 0.0
-    for j in range(whole.shape[0]):
-        n = whole[j, 0]
+    for j in range(stats.shape[0]):
+        n = stats[j, 0]
         if n >= 1.0 and not np.isnan(s.reg_level[cur, j]):
-            mean = whole[j, 1] / n
+            mean = stats[j, 1] / n
             chi2 += _level_chi2(s, p, j, n, mean, max(s.reg_n[cur], 1.0), s.reg_level[cur, j], noise[j])
     return chi2 <= p.match_chi2
 
