@@ -1026,9 +1026,9 @@ def _on_level(
     windows or more), a ramp (shorter, between the two levels, and its first segment off
     the level it left: it joins the level it led to), the level's wander (its first segment
     at the level it left: the new level begins where it holds) or a burst of the regime in
-    force (shorter, and not on the way). A transition
-    in force that began fewer than ``min_regime`` windows before a new level was a ramp
-    into it too: it becomes that level, a steady regime under its id."""
+    force (shorter, and not on the way). A transition in force that began fewer than
+    ``min_regime`` windows before a new level was a ramp into it too: it becomes that
+    level, a steady regime under its id."""
     exc = s.excursion[0]
     cur = s.current[0]
     n = float(s.t[0] - at + 1)
