@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -108,6 +110,13 @@ def test_non_finite_window_statistics_are_refused() -> None:
     bad = type(frame)(columns=cols, bucket_load=frame.bucket_load, bucket_bytes=frame.bucket_bytes)
     with pytest.raises(InputError, match="entropy"):
         FeatureExtractor().transform(bad)
+
+    window = next(iter(frame.records()))
+    first = FeatureExtractor().transform_row(window)  # the first window's growth is missing, not bad
+    growth = FEATURES.index("log_growth")
+    assert np.isnan(first[growth]) and np.isfinite(np.delete(first, growth)).all()
+    with pytest.raises(InputError, match="entropy"):
+        FeatureExtractor().transform_row(dataclasses.replace(window, entropy=float("inf")))
 
 
 def test_state_round_trip_continues_identically() -> None:

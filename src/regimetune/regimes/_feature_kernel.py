@@ -69,3 +69,27 @@ def feature_rows(
             x[i, j] = value / units[j]
             v[i, j] = var / (units[j] * units[j])
     return x, v
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def feature_row(
+    codes: np.ndarray,
+    units: np.ndarray,
+    raw: tuple[float, float, float, float, float, float, float],
+    growth: float,
+    exposure: float,
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """:func:`feature_rows` of one window whose statistics are a tuple (the service's
+    per-window path: no array to build), and whether every feature is finite (the growth
+    of a stream's first window, NaN, counts as finite: it is a missing value)."""
+    d = codes.shape[0]
+    x = np.empty(d)
+    v = np.empty(d)
+    finite = True
+    for j in range(d):
+        value, var = _feature(codes[j], raw, growth, exposure)
+        x[j] = value / units[j]
+        v[j] = var / (units[j] * units[j])
+        if not (math.isfinite(x[j]) or (codes[j] == LOG_GROWTH and math.isnan(x[j]))):
+            finite = False
+    return x, v, finite

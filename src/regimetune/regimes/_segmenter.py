@@ -1242,3 +1242,15 @@ def run(
     for k in range(max(s.t[0] - log.t0[0], 0), n):  # the window held back, if any
         log.labels[k] = s.current[0]
     return log.labels, online, log.changes[: log.n_rows[0]]
+
+
+@_compiled
+def run_fields(
+    state: tuple, params: tuple, x: np.ndarray, count_var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`run` with the state and the parameters as plain tuples of their fields, the
+    entry point the detector calls. numba's dispatcher types a plain tuple by a fast
+    fingerprint of its items, but a named tuple of more than ten fields (the state has 41)
+    on a slow path: a call with no rows took 15-17 µs with the named tuples and 9 µs with
+    plain ones, which is a sixth of a per-window ``update``."""
+    return run(KernelState(*state), KernelParams(*params), x, count_var)

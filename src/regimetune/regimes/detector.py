@@ -226,9 +226,9 @@ class OnlineRegimeDetector(base.Clusterer):
         return [r for r in range(int(s.n_regimes[0])) if s.reg_kind[r] == _segmenter.TRANSITION]
 
     def _run(self, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _segmenter.run(
-            self._state,
-            self._kp,
+        return _segmenter.run_fields(
+            tuple(self._state),
+            tuple(self._kp),
             np.ascontiguousarray(x, dtype=np.float64),
             np.ascontiguousarray(v, dtype=np.float64),
         )
@@ -466,7 +466,9 @@ def compile_kernel() -> None:
     OnlineRegimeDetector(window_s=SERIES_STEP_S).detect_array(np.linspace(0.0, 1.0, 40))
     from regimetune.regimes.synthetic import parsplice_like_frame
 
-    FeatureExtractor().transform(parsplice_like_frame(8))  # the features' kernel
+    frame = parsplice_like_frame(8)
+    FeatureExtractor().transform(frame)  # the features' kernels: a frame's, and a window's
+    FeatureExtractor().transform_row(next(iter(frame.records())))
 
 
 def _json_list(a: np.ndarray) -> list[Any]:

@@ -19,6 +19,7 @@ to the last bit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -124,13 +125,6 @@ class FeatureExtractor:
         the seconds that rate was counted over. The first window of a stream has no rate:
         its keys are new because observation began, not because they were discovered (NaN:
         a missing value to the detector)."""
-        if len(keyspace) == 1:  # the per-window path, without array set-up (same arithmetic)
-            steps = min(len(self._ring), self.lag)
-            seconds = max(steps, 1) * float(length[0])
-            k = float(keyspace[0])
-            rate = (k - self._ring[-steps]) / seconds if steps else np.nan
-            self._ring = [*self._ring, k][-self.lag :]
-            return np.array([rate]), np.array([seconds])
         hist = np.concatenate([np.asarray(self._ring, dtype=np.float64), keyspace])
         n_prev = len(self._ring)
         pos = np.arange(n_prev, len(hist))
@@ -141,6 +135,17 @@ class FeatureExtractor:
             g = np.where(steps > 0, delta / (np.maximum(steps, 1) * length), np.nan)
         self._ring = hist[-self.lag :].tolist()
         return g, np.maximum(steps, 1) * length
+
+    def _growth_one(self, keyspace: float, length: float) -> tuple[float, float]:
+        """:meth:`_growth` of one window, in floats (the per-window path: no array set-up,
+        the same arithmetic)."""
+        steps = min(len(self._ring), self.lag)
+        seconds = max(steps, 1) * length
+        rate = (keyspace - self._ring[-steps]) / seconds if steps else math.nan
+        self._ring.append(keyspace)
+        if len(self._ring) > self.lag:
+            del self._ring[0]
+        return rate, seconds
 
     def _check(self, x: np.ndarray) -> np.ndarray:
         if np.isfinite(x).all():
@@ -179,10 +184,15 @@ class FeatureExtractor:
 
     def transform_row_with_variance(self, window: WindowStats) -> tuple[np.ndarray, np.ndarray]:
         """One window's feature vector and its counts' variance (advances the state)."""
+        from regimetune.regimes._feature_kernel import feature_row  # compiled on first use
+
         self._ensure()
-        raw = np.array([[getattr(window, f) for f in _RAW]], dtype=np.float64)
-        x, v = self._both(raw)
-        return x[0], v[0]
+        raw = tuple(float(getattr(window, f)) for f in _RAW)
+        growth, exposure = self._growth_one(raw[4], raw[2])
+        x, v, finite = feature_row(self._codes, self._units, raw, growth, exposure)
+        if not finite:
+            self._check(x[None, :])
+        return x, v
 
     def transform_one(self, window: WindowStats) -> dict[str, float]:
         """One window's features as a river-style dict (advances the state)."""
