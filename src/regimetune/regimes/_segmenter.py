@@ -601,11 +601,13 @@ def _learn_level_spread(s: KernelState, p: KernelParams, y: np.ndarray, noise: n
     (half the mean squared difference of consecutive block means, clipped like the noise):
     the spread a regime's level has at the scale regimes are judged at, which white noise
     alone underrates when a workload wanders. Trace windows (white noise) learn it with the
-    memory of a level's drift, as a workload's wander changes; under AR(1) noise (series
-    rows) it is a property of the stream, as the coefficient is, and every block weighs
-    the same (with the memory of drift, the block that straddles a step the change test
-    has not confirmed yet weighs a third, and can widen the spread so far that the step
-    passes for the level's wander)."""
+    memory of a level's drift, as a workload's wander changes. Under AR(1) noise (series
+    rows) it is a property of the stream, as the coefficient is: every block weighs the
+    same (with the memory of drift, the block that straddles a step the change test has
+    not confirmed yet weighs a third, and can widen the spread so far that the step passes
+    for the level's wander), and a block difference that the regime tests would call a
+    change (:func:`_block_step`) is not learnt (a step the change test missed: learnt, it
+    widens the spread until every later step is within it)."""
     m = p.min_regime
     cur = s.current[0]
     if cur < 0 or s.excursion[0] >= 0 or s.reg_kind[cur] != STEADY or s.block_regime[0] != cur:
@@ -627,22 +629,41 @@ def _learn_level_spread(s: KernelState, p: KernelParams, y: np.ndarray, noise: n
     lam = 1.0 / k if k > 0 else 1.0
     if not p.ar_noise:
         lam = max(lam, p.drift_weight * m)
+    learn = not (p.ar_noise and k > 1 and _block_step(s, p, noise) > p.match_chi2)
     for j in range(y.shape[0]):
         if s.block_cnt[j] == 0.0:
             continue
         mean = s.block_sum[j] / s.block_cnt[j]
-        if not np.isnan(s.block_prev[j]):
+        if learn and not np.isnan(s.block_prev[j]):
             half_sq = 0.5 * (mean - s.block_prev[j]) ** 2
             if k > 1:
                 ref = max(s.level_var[j], noise[j] / m)
                 half_sq = min(half_sq, p.noise_clip * p.noise_clip * ref)
             s.level_var[j] += (half_sq - s.level_var[j]) * min(lam, 1.0)
         s.block_prev[j] = mean
-    if not np.isnan(s.block_prev[0]):
+    if learn and not np.isnan(s.block_prev[0]):
         s.n_blocks[0] = k + 1
     s.block_sum[:] = 0.0
     s.block_cnt[:] = 0.0
     s.block_n[0] = 0
+
+
+@_phase
+def _block_step(s: KernelState, p: KernelParams, noise: np.ndarray) -> float:
+    """The chi-square over the features of the block just ended against the one before,
+    in the spread of a level (half their squared difference over the spread, and at least
+    over what the AR(1) noise gives the mean of a block, ``noise (1 + phi) / ((1 - phi)^2
+    m)``): above ``match_chi2`` the two blocks are not one level. A feature whose noise
+    is a random walk (``phi`` 1) has no level to step from, and counts nothing."""
+    chi2 = 0.0
+    m = p.min_regime
+    for j in range(s.block_sum.shape[0]):
+        phi = _autocorrelation(s, p, j)
+        if s.block_cnt[j] > 0.0 and not np.isnan(s.block_prev[j]) and phi < 1.0:
+            mean = s.block_sum[j] / s.block_cnt[j]
+            block_var = noise[j] * (1.0 + phi) / ((1.0 - phi) ** 2 * m)
+            chi2 += 0.5 * (mean - s.block_prev[j]) ** 2 / max(s.level_var[j], block_var)
+    return chi2
 
 
 @_phase
