@@ -12,7 +12,16 @@ of 20, in three kinds of noise real metrics have:
 
 * ``const``: white noise;
 * ``ar``: AR(1) noise (phi 0.5): a metric that remembers its last value;
-* ``drift``: white noise plus a slow linear drift of up to a few noise sds over the series.
+* ``drift``: white noise plus a slow linear drift of up to a few noise sds over the series;
+and two kinds that are not in the default set (which chose the defaults; ``--kinds`` adds
+them), for levels that wander between their changes as real series do:
+
+* ``wander``: white noise plus a random walk whose steps have a tenth of the noise's sd (a
+  local-level model; its first differences are mostly the white noise's, so it reads as
+  AR(1) with a coefficient near 0);
+* ``walk``: a random walk whose steps have half the noise's sd, and no white noise: a price
+  between its jumps (river's TCPD prices and most of its other series read as AR(1) with a
+  coefficient about 1).
 
 Every step with either noise model, the defaults, and ruptures PELT (the TCPD bench's
 setting: l2 on the z-scored series, ``3 d log n``) are scored with TCPD's F1 (margin 5) and
@@ -45,31 +54,40 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tcpd import ours, pelt, standardise
 
 KINDS = ("const", "ar", "drift")
+ALL_KINDS = (*KINDS, "wander", "walk")
+WALK_SD = {"wander": 0.1, "walk": 0.5}  # the random walk's step sd, as a share of the noise's sd
 DEFAULTS = "ours (defaults)"
 
 
-def labelled_series(seed: int) -> tuple[np.ndarray, list[int], str]:
-    """One piecewise-constant series, its change rows and its kind of noise."""
+def labelled_series(seed: int, kinds: tuple[str, ...] = KINDS) -> tuple[np.ndarray, list[int], str]:
+    """One piecewise-constant series, its change rows and its kind of noise (``kinds[seed %
+    len(kinds)]``; the same seed draws the same signal and noise under every kind)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(100, 800))
     d = int(rng.choice([1, 1, 2, 3]))
     k = int(rng.integers(1, 6))
-    kind = KINDS[seed % len(KINDS)]
+    kind = kinds[seed % len(kinds)]
     sd = float(rng.choice([0.5, 1.0, 2.0, 3.0]))
     signal, bkps = rpt.pw_constant(n, d, k, noise_std=None, seed=int(rng.integers(0, 2**31)))
     noise = rng.normal(0.0, sd, (n, d))
     if kind == "ar":
         for i in range(1, n):
             noise[i] += 0.5 * noise[i - 1]
+    if kind == "walk":
+        noise[:] = 0.0  # (drawn all the same, so every kind of a seed draws the same numbers)
     x = signal.reshape(n, d) + noise + 20.0
     if kind == "drift":
         x += np.outer(np.arange(n), rng.normal(0.0, 2 * sd / n, d))
+    if kind in WALK_SD:
+        x += np.cumsum(rng.normal(0.0, WALK_SD[kind] * sd, (n, d)), axis=0)
     return x, [int(b) for b in bkps if b < n], kind
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--series", type=int, default=300)
+    ap.add_argument("--seed0", type=int, default=0, help="first series' seed (0-299 chose the defaults)")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated, of " + ", ".join(ALL_KINDS))
     ap.add_argument("--steps", type=float, nargs="+", default=[10.0, 30.0, 40.0, 50.0, 60.0, 75.0, 90.0])
     ap.add_argument("--noise-models", nargs="+", default=["white", "ar1"], choices=["white", "ar1"])
     a = ap.parse_args()
@@ -79,28 +97,31 @@ def main() -> None:
         for s in a.steps
     }
     methods[DEFAULTS] = ours
-    scores: dict[str, dict[str, list[tuple[float, float]]]] = {m: {k: [] for k in KINDS} for m in methods}
-    for seed in range(a.series):
-        x, truth, kind = labelled_series(seed)
+    kinds = tuple(a.kinds.split(","))
+    if unknown := set(kinds) - set(ALL_KINDS):
+        ap.error(f"unknown kinds: {sorted(unknown)}")
+    scores: dict[str, dict[str, list[tuple[float, float]]]] = {m: {k: [] for k in kinds} for m in methods}
+    for seed in range(a.seed0, a.seed0 + a.series):
+        x, truth, kind = labelled_series(seed, kinds)
         for name, fn in methods.items():
             cps = fn(x)
             ann = {"truth": truth}
             scores[name][kind].append((tcpd_f1(ann, cps, len(x)), tcpd_cover(ann, cps, len(x))))
     out: dict[str, Any] = {"series": a.series, "methods": {}}
-    paired = {m: np.array([f + c for k in KINDS for f, c in per[k]]) for m, per in scores.items()}
+    paired = {m: np.array([f + c for k in kinds for f, c in per[k]]) for m, per in scores.items()}
     for name, per in scores.items():
-        every = [v for k in KINDS for v in per[k]]
+        every = [v for k in kinds for v in per[k]]
         row = {"f1": float(np.mean([f for f, _ in every])), "cover": float(np.mean([c for _, c in every]))}
         row |= {
-            k: [float(np.mean([f for f, _ in per[k]])), float(np.mean([c for _, c in per[k]]))] for k in KINDS
+            k: [float(np.mean([f for f, _ in per[k]])), float(np.mean([c for _, c in per[k]]))] for k in kinds
         }
         diff = paired[name] - paired[DEFAULTS]
         row["vs_defaults"] = [float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff)))]
         out["methods"][name] = row
-        kinds = "  ".join(f"{k} {row[k][0]:.2f}/{row[k][1]:.2f}" for k in KINDS)
+        per_kind = "  ".join(f"{k} {row[k][0]:.2f}/{row[k][1]:.2f}" for k in kinds)
         d, se = row["vs_defaults"]
         print(
-            f"{name:16} F1 {row['f1']:.3f} cover {row['cover']:.3f}   {kinds}   F1+cover vs defaults {d:+.3f} (se {se:.3f})",
+            f"{name:16} F1 {row['f1']:.3f} cover {row['cover']:.3f}   {per_kind}   F1+cover vs defaults {d:+.3f} (se {se:.3f})",
             flush=True,
         )
     # a setting replaces the defaults only if it beats them by more than two standard errors of
