@@ -596,7 +596,9 @@ def _level_spread(s: KernelState, p: KernelParams, j: int) -> float:
 
 
 @_phase
-def _learn_level_spread(s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarray) -> None:
+def _learn_level_spread(
+    s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarray, ar: np.ndarray
+) -> None:
     """How far the mean of ``min_regime`` windows wanders from one such block to the next
     (half the mean squared difference of consecutive block means, clipped like the noise):
     the spread a regime's level has at the scale regimes are judged at, which white noise
@@ -629,18 +631,21 @@ def _learn_level_spread(s: KernelState, p: KernelParams, y: np.ndarray, noise: n
     lam = 1.0 / k if k > 0 else 1.0
     if not p.ar_noise:
         lam = max(lam, p.drift_weight * m)
-    learn = not (p.ar_noise and k > 1 and _block_step(s, p, noise) > p.match_chi2)
+    means = np.full(y.shape[0], np.nan)  # the block's mean per feature (NaN: no window)
     for j in range(y.shape[0]):
-        if s.block_cnt[j] == 0.0:
+        if s.block_cnt[j] > 0.0:
+            means[j] = s.block_sum[j] / s.block_cnt[j]
+    learn = not (p.ar_noise and k > 1 and _block_step(s, p, means, noise, ar) > p.match_chi2)
+    for j in range(y.shape[0]):
+        if np.isnan(means[j]):
             continue
-        mean = s.block_sum[j] / s.block_cnt[j]
         if learn and not np.isnan(s.block_prev[j]):
-            half_sq = 0.5 * (mean - s.block_prev[j]) ** 2
+            half_sq = 0.5 * (means[j] - s.block_prev[j]) ** 2
             if k > 1:
                 ref = max(s.level_var[j], noise[j] / m)
                 half_sq = min(half_sq, p.noise_clip * p.noise_clip * ref)
             s.level_var[j] += (half_sq - s.level_var[j]) * min(lam, 1.0)
-        s.block_prev[j] = mean
+        s.block_prev[j] = means[j]
     if learn and not np.isnan(s.block_prev[0]):
         s.n_blocks[0] = k + 1
     s.block_sum[:] = 0.0
@@ -649,20 +654,22 @@ def _learn_level_spread(s: KernelState, p: KernelParams, y: np.ndarray, noise: n
 
 
 @_phase
-def _block_step(s: KernelState, p: KernelParams, noise: np.ndarray) -> float:
-    """The chi-square over the features of the block just ended against the one before,
-    in the spread of a level (half their squared difference over the spread, and at least
-    over what the AR(1) noise gives the mean of a block, ``noise (1 + phi) / ((1 - phi)^2
-    m)``): above ``match_chi2`` the two blocks are not one level. A feature whose noise
-    is a random walk (``phi`` 1) has no level to step from, and counts nothing."""
+def _block_step(
+    s: KernelState, p: KernelParams, means: np.ndarray, noise: np.ndarray, ar: np.ndarray
+) -> float:
+    """The chi-square over the features of the block just ended (its ``means``) against the
+    one before, in the spread of a level (half their squared difference over the spread,
+    and at least over what the AR(1) noise of coefficient ``ar`` gives the mean of a block,
+    ``noise (1 + phi) / ((1 - phi)^2 m)``): above ``match_chi2`` the two blocks are not one
+    level. A feature whose noise is a random walk (``phi`` 1) has no level to step from,
+    and counts nothing."""
     chi2 = 0.0
     m = p.min_regime
-    for j in range(s.block_sum.shape[0]):
-        phi = _autocorrelation(s, p, j)
-        if s.block_cnt[j] > 0.0 and not np.isnan(s.block_prev[j]) and phi < 1.0:
-            mean = s.block_sum[j] / s.block_cnt[j]
+    for j in range(means.shape[0]):
+        phi = ar[j]
+        if not np.isnan(means[j]) and not np.isnan(s.block_prev[j]) and phi < 1.0:
             block_var = noise[j] * (1.0 + phi) / ((1.0 - phi) ** 2 * m)
-            chi2 += 0.5 * (mean - s.block_prev[j]) ** 2 / max(s.level_var[j], block_var)
+            chi2 += 0.5 * (means[j] - s.block_prev[j]) ** 2 / max(s.level_var[j], block_var)
     return chi2
 
 
@@ -1196,7 +1203,7 @@ def _step(
     if start > s.boundary[0] and t - start + 1 >= p.dwell:
         _judge_new_segment(s, p, best, w.noise, w.level)
     _settle(s, p, _slot_of(s, start), w.noise, w.level, log)
-    _learn_level_spread(s, p, y, w.noise)
+    _learn_level_spread(s, p, y, w.noise, w.ar)
     k = t - log.t0[0]
     if 0 <= k < log.labels.shape[0]:
         log.labels[k] = s.current[0]
