@@ -49,6 +49,16 @@ def _feature(code: int, raw: np.ndarray, growth: float, exposure: float) -> tupl
     return math.log((reads + 1.0) / (writes + 1.0)), 1.0 / (reads + 1.0) + 1.0 / (writes + 1.0)
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _scaled_feature(
+    code: int, raw: np.ndarray, growth: float, exposure: float, unit: float
+) -> tuple[float, float]:
+    """:func:`_feature` in feature units ``unit``: its value, and its variance in ``unit``
+    squared (one definition for both paths, so they agree to the bit)."""
+    value, var = _feature(code, raw, growth, exposure)
+    return value / unit, var / (unit * unit)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def feature_rows(
     codes: np.ndarray,
@@ -65,9 +75,7 @@ def feature_rows(
     v = np.empty((n, d))
     for i in range(n):
         for j in range(d):
-            value, var = _feature(codes[j], raw[i], growth[i], exposure[i])
-            x[i, j] = value / units[j]
-            v[i, j] = var / (units[j] * units[j])
+            x[i, j], v[i, j] = _scaled_feature(codes[j], raw[i], growth[i], exposure[i], units[j])
     return x, v
 
 
@@ -87,9 +95,7 @@ def feature_row(
     v = np.empty(d)
     finite = True
     for j in range(d):
-        value, var = _feature(codes[j], raw, growth, exposure)
-        x[j] = value / units[j]
-        v[j] = var / (units[j] * units[j])
+        x[j], v[j] = _scaled_feature(codes[j], raw, growth, exposure, units[j])
         if not (math.isfinite(x[j]) or (codes[j] == LOG_GROWTH and math.isnan(x[j]))):
             finite = False
     return x, v, finite
