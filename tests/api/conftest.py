@@ -43,8 +43,9 @@ def settings_for(tmp_path: Path, **over: Any) -> Any:
 def make_client(tmp_path: Path) -> Iterator[Callable[..., TestClient]]:
     opened: list[TestClient] = []
 
-    def make(*, backend: Any = None, **over: Any) -> TestClient:
-        app = create_app(settings_for(tmp_path, **over), backend=backend)
+    def make(*, backend: Any = None, clock: Callable[[], float] | None = None, **over: Any) -> TestClient:
+        extra = {} if clock is None else {"clock": clock}
+        app = create_app(settings_for(tmp_path, **over), backend=backend, **extra)
         c = TestClient(app)
         c.__enter__()
         opened.append(c)

@@ -317,10 +317,25 @@ def _wait(pred: Any, timeout: float = 10.0) -> None:
     raise AssertionError("condition not met in time")
 
 
+class ManualClock:
+    """A wall clock that moves only when a test moves it, so a bound in seconds is checked
+    exactly, whatever the machine's load (the service's background checks read it too)."""
+
+    def __init__(self) -> None:
+        self.now = float(int(time.time()))  # whole seconds: steps of 1/4 s add exactly
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_silence_holds_the_policy_and_says_so_and_an_idle_batch_is_not_silence(make_client) -> None:
-    c = make_client(engine={"window_s": 0.2, "stale_after_windows": 3})
+    clock = ManualClock()
+    c = make_client(engine={"window_s": 0.25, "stale_after_windows": 4}, clock=clock)
     assert c.post("/v1/ingest", json=counts(0.0, [1, 2]), headers=AUTH).status_code == 200
+    clock.now += 1.0  # four windows of silence: the limit, not past it
     assert c.get("/readyz").json()["detail"]["telemetry"].startswith("ok")
+    assert metric(c, "regimetune_telemetry_stale") == 0.0
+    clock.now += 0.25
     _wait(lambda: metric(c, "regimetune_telemetry_stale") == 1.0)
     ready = c.get("/readyz")
     assert ready.status_code == 200 and ready.json()["detail"]["telemetry"].startswith("telemetry stale")
@@ -330,7 +345,7 @@ def test_silence_holds_the_policy_and_says_so_and_an_idle_batch_is_not_silence(m
     assert metric(c, 'regimetune_policy_changes_held_total{reason="stale_telemetry"}') == 1.0
     n_windows = len(windows(c))
     # a daemon that reports an idle window (no keys) is idle, not silent
-    assert c.post("/v1/ingest", json=counts(0.2, []), headers=AUTH).status_code == 200
+    assert c.post("/v1/ingest", json=counts(0.25, []), headers=AUTH).status_code == 200
     assert metric(c, "regimetune_telemetry_stale") == 0.0
     assert c.get("/readyz").json()["detail"]["telemetry"].startswith("ok")
     assert any("telemetry resumed" in d["detail"] for d in c.get("/v1/decisions").json()["items"])

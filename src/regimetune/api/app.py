@@ -118,13 +118,15 @@ def create_app(
     backend: Backend | None = None,
     executor: Executor | None = None,
     jobs_runner: Callable[..., dict[str, Any]] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """Build the service: open the store and restore the application's state (a bad policy
     file or a detector state that disagrees with the store's fails here); the lifespan
     replays the stored batches and runs the engine, the tuning pool and the push worker.
     ``backend`` overrides the push adapter the settings name (tests inject a recording one);
     ``executor`` the tuning-job pool; ``jobs_runner`` what a tuning job runs; ``registry``
-    the metrics registry (a fresh one by default)."""
+    the metrics registry (a fresh one by default); ``clock`` the wall clock the engine reads
+    (batch admission, stale telemetry, decision times; tests advance one by hand)."""
     if not settings.auth.write_tokens and not settings.auth.allow_anonymous_writes:
         raise ConfigError(
             "no write token configured: set REGIMETUNE_AUTH__WRITE_TOKENS='[\"<token>\"]' "
@@ -143,6 +145,7 @@ def create_app(
         on_version=lambda _v: worker.notify() if worker is not None else None,
         executor=executor,
         runner=run_tuning if jobs_runner is None else jobs_runner,
+        clock=clock,
     )
     if adapter is not None:
         worker = _push_worker(settings.push, outbox, adapter, on_event=control.delivered)
