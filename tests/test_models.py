@@ -10,6 +10,7 @@ from regimetune.models import (
     EventBatch,
     InputError,
     PufferscaleWeights,
+    RegimeSegment,
     RescaleKind,
     RescaleOperation,
     WindowFrame,
@@ -76,6 +77,13 @@ def test_window_rejects_nonsense() -> None:
             topk_share=0.0,
             entropy=0.0,
         )
+
+
+def test_a_segment_kind_is_one_the_tables_know() -> None:
+    seg = RegimeSegment(regime_id=1, start_window=0, end_window=3, start=0.0, end=30.0, kind="transition")
+    assert seg.kind == "transition" and RegimeSegment(0, 0, 1, 0.0, 10.0).kind == ""  # unknown
+    with pytest.raises(InputError, match="segment kind must be one of"):
+        RegimeSegment(regime_id=1, start_window=0, end_window=3, start=0.0, end=30.0, kind="decline")
 
 
 def test_weights_follow_the_paper_convention() -> None:

@@ -64,7 +64,8 @@ def test_detect_prints_whole_tables_with_times_since_the_start(epoch_trace: Path
     out = json.loads(runner.invoke(app, ["detect", str(epoch_trace), "--json"]).output)
     for seg in out["segments"]:  # every segment's row is there whole
         assert re.search(
-            rf"│\s+{seg['regime_id']} │\s+{seg['start_window']}-{seg['end_window']} │", res.output
+            rf"│\s+{seg['regime_id']} │\s+{seg['kind']} │\s+{seg['start_window']}-{seg['end_window']} │",
+            res.output,
         )
     assert "+0:00:00" in res.output and "1,504,000" not in res.output.split("times are relative")[0]
     assert re.search(r"│\s+start │\s+\d+ │", res.output)  # the first change comes from "start"

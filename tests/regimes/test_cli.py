@@ -36,6 +36,7 @@ def test_json_output_lists_segments_and_changes(trace: Path, tmp_path: Path) -> 
     assert segs[0]["start_window"] == 0 and segs[-1]["end_window"] == 90
     assert all(a["end_window"] == b["start_window"] for a, b in itertools.pairwise(segs))
     assert out["changes"][0]["from_id"] is None
+    assert {s["kind"] for s in segs} <= {"level", "transition"}
     saved = json.loads(state.read_text())
     assert saved["format_version"] == FORMAT_VERSION and saved["params"]["min_regime_s"] == 300.0
 
@@ -85,6 +86,7 @@ def test_paper_mode_reports_the_third_regime_and_plots(trace: Path, tmp_path: Pa
     res = runner.invoke(app, ["detect", str(trace), "--paper", "--json"])
     out = json.loads(res.output)
     assert [s["regime_id"] for s in out["segments"]] == [0, 1, 2, 3]
+    assert {s["kind"] for s in out["segments"]} == {"cluster"}  # K-means knows no levels
     assert out["suggested_cache_keys"] > 0
 
 
@@ -133,6 +135,21 @@ def test_series_of_a_river_dataset_prints_changes_with_rows_and_times(yearly: Pa
     # one row a year is one step of 30 s: a regime lasts at least min_regime_s = 900 s = 30 rows
     for seg in out["segments"]:
         assert seg["n_rows"] >= 30 or seg is out["segments"][-1]
+
+
+def test_segments_say_which_regime_is_a_level_and_which_a_transition(tmp_path: Path) -> None:
+    # a level, a steady decline over 150 rows, a level: a person sees the middle as a ramp,
+    # not as a level at its mean, and the table and the JSON say so
+    rng = np.random.default_rng(0)
+    y = np.r_[np.full(100, 10.0), np.linspace(10.0, 0.0, 150), np.zeros(100)] + rng.normal(0.0, 0.25, 350)
+    path = tmp_path / "ramp.csv"
+    path.write_text("t,load\n" + "".join(f"{i},{v}\n" for i, v in enumerate(y)))
+    out = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json"]).output)
+    assert [s["kind"] for s in out["segments"]] == ["level", "transition", "level"]
+    ramp = out["segments"][1]
+    assert abs(ramp["start_row"] - 100) <= 10 and abs(ramp["end_row"] - 250) <= 10
+    table = runner.invoke(app, ["detect", str(path), "--series"]).output
+    assert "kind" in table and table.count("transition") == 1 and table.count(" level ") == 2
 
 
 def test_series_output_names_the_noise_model_it_read(yearly: Path) -> None:

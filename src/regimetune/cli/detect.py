@@ -35,7 +35,7 @@ from regimetune.models import (
     RegimeSegment,
     WindowFrame,
 )
-from regimetune.reports.page import hindsight_note, segment_cells
+from regimetune.reports.page import SEGMENT_HEADERS, hindsight_note, segment_cells
 
 if TYPE_CHECKING:
     from regimetune.regimes import OnlineRegimeDetector
@@ -67,6 +67,7 @@ def _counted(batches: Iterable[EventBatch], prog: Any) -> Iterator[EventBatch]:
 def _segment_json(s: RegimeSegment) -> dict[str, Any]:
     return {
         "regime_id": s.regime_id,
+        "kind": s.kind,
         "start_window": s.start_window,
         "end_window": s.end_window,
         "start": s.start,
@@ -91,7 +92,7 @@ def _change_json(c: RegimeChange) -> dict[str, Any]:
 
 def _segments_table(title: str, segments: list[RegimeSegment], origin: float) -> Table:
     t = Table(title=title)
-    for name in ("regime", "windows", "start", "end", "reads/s", "writes/s", "active", "keys seen"):
+    for name in SEGMENT_HEADERS:
         t.add_column(name, justify="right")
     for s in segments:
         t.add_row(*segment_cells(s, origin))
@@ -286,7 +287,14 @@ def detect_cmd(
             switch = out.get("third_start_time")
             note = f"3rd regime: cache {out['suggested_cache_keys']:,} keys" if switch is not None else ""
             plot_regimes(
-                frame, labels, plot, centroids=centroids, title=title, switch_time=switch, switch_note=note
+                frame,
+                labels,
+                plot,
+                centroids=centroids,
+                title=title,
+                switch_time=switch,
+                switch_note=note,
+                kinds={s.regime_id: s.kind for s in segments},
             )
         if report is not None:
             from regimetune.reports import detect_report, write_detect_report
@@ -370,6 +378,7 @@ def _detect_series(
     segments: list[dict[str, Any]] = [
         {
             "regime_id": g.regime_id,
+            "kind": g.kind,
             "start_row": g.start_window,
             "end_row": g.end_window,
             "start_time": s.time_of(g.start_window),
@@ -405,11 +414,12 @@ def _detect_series(
         title=f"{trace.name}: online detector, {h.n_regimes} regimes, one row = {window:g} s{read_as}{noise}"
     )
     read = [f"log {n}" if j in logged else n for j, n in enumerate(s.names)]  # the mean is of what was read
-    for name in ("regime", "rows", "from", *(f"mean {n}" for n in read)):
+    for name in ("regime", "kind", "rows", "from", *(f"mean {n}" for n in read)):
         t.add_column(name, justify="right")
     for g in segments:
         t.add_row(
             str(g["regime_id"]),
+            g["kind"],
             f"{g['start_row']}-{g['end_row']}",
             str(g["start_time"]),
             *(f"{g['summary'][f'mean_{n}']:,.4g}" for n in s.names),

@@ -12,12 +12,15 @@ from regimetune.models.errors import InputError
 @dataclass(frozen=True, slots=True)
 class Regime:
     """A workload regime: a stable id, its centroid in feature space (feature names in
-    ``features``) and how many windows it has absorbed."""
+    ``features``), how many windows it has absorbed, and whether it is a ``transition``:
+    a regime that moved and never levelled off (a decline, a ramp), whose centroid is where
+    it was last seen rather than a level it held."""
 
     id: int
     centroid: tuple[float, ...]
     features: tuple[str, ...] = ()
     n_windows: int = 0
+    transition: bool = False
 
     def __post_init__(self) -> None:
         if self.id < 0:
@@ -26,10 +29,17 @@ class Regime:
             raise InputError("regime centroid and feature names differ in length")
 
 
+#: What a segment's regime is: a steady ``level``, a ``transition`` (it moved and never
+#: levelled off), a ``cluster`` of the paper's batch K-means (which has no such notion), or
+#: ``""`` where it is not known (a segment read back from the store).
+SEGMENT_KINDS = ("level", "transition", "cluster", "")
+
+
 @dataclass(frozen=True, slots=True)
 class RegimeSegment:
     """A maximal run of windows ``[start_window, end_window)`` assigned to one regime,
-    spanning ``[start, end)`` seconds, with summary statistics (e.g. mean reads/s)."""
+    spanning ``[start, end)`` seconds, with summary statistics (e.g. mean reads/s) and the
+    regime's ``kind`` (:data:`SEGMENT_KINDS`)."""
 
     regime_id: int
     start_window: int
@@ -38,8 +48,11 @@ class RegimeSegment:
     end: float
     centroid: tuple[float, ...] = ()
     summary: dict[str, float] = field(default_factory=dict)
+    kind: str = ""
 
     def __post_init__(self) -> None:
+        if self.kind not in SEGMENT_KINDS:
+            raise InputError(f"segment kind must be one of {SEGMENT_KINDS}, got {self.kind!r}")
         if self.end_window <= self.start_window:
             raise InputError("a segment holds at least one window")
         if self.end < self.start:
@@ -101,4 +114,4 @@ class RegimeHistory:
         return len({int(v) for v in self.labels.tolist() if v >= 0})
 
 
-__all__ = ["Regime", "RegimeChange", "RegimeHistory", "RegimeSegment"]
+__all__ = ["SEGMENT_KINDS", "Regime", "RegimeChange", "RegimeHistory", "RegimeSegment"]

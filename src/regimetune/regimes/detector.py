@@ -204,6 +204,7 @@ class OnlineRegimeDetector(base.Clusterer):
                 centroid=tuple(s.reg_level[r].tolist()),
                 features=self.feature_names_,
                 n_windows=int(s.reg_n[r]),
+                transition=bool(s.reg_kind[r] == _segmenter.TRANSITION),
             )
             for r in range(int(s.n_regimes[0]))
         ]
@@ -519,9 +520,11 @@ def segments_of(
     frame: WindowFrame,
     centroids: Mapping[int, tuple[float, ...]] | None = None,
     stats: Mapping[str, np.ndarray] | None = None,
+    kinds: Mapping[int, str] | None = None,
 ) -> list[RegimeSegment]:
     """Maximal runs of equal labels as segments, with the mean of each of ``stats`` (by
-    default the window rates) and the keyspace as summary statistics."""
+    default the window rates) and the keyspace as summary statistics, and each regime's
+    kind (``kinds``, by id; unknown ids ``""``)."""
     n = len(labels)
     if n == 0:
         return []
@@ -556,6 +559,7 @@ def segments_of(
                 end=float(begin[b - 1] + length[b - 1]),
                 centroid=(centroids or {}).get(rid, ()),
                 summary=summary,
+                kind=(kinds or {}).get(rid, ""),
             )
         )
     return out
@@ -596,9 +600,10 @@ def _history(
             )
         )
     cents = {r.id: r.centroid for r in regimes}
+    kinds = {r.id: "transition" if r.transition else "level" for r in regimes}
     return RegimeHistory(
         labels=labels,
-        segments=segments_of(labels, frame, cents, stats),
+        segments=segments_of(labels, frame, cents, stats, kinds),
         changes=out,
         regimes=regimes,
         online_labels=online,

@@ -78,7 +78,9 @@ def paper_kmeans(frame: WindowFrame, k: int = 4, seed: int = 0) -> PaperResult:
     # time is a clustering coordinate, so clusters are runs up to flicker at their borders:
     # regime r starts at its first window (running maximum of the time-ordered labels)
     phases = np.maximum.accumulate(labels)
-    segs = segments_of(phases, frame, {i: cents[i] for i in range(k)})
+    segs = segments_of(
+        phases, frame, {i: cents[i] for i in range(k)}, kinds=dict.fromkeys(range(k), "cluster")
+    )
     third_w = third_t = cache = None
     if k >= 3:
         pos = int(np.flatnonzero(phases == 2)[0])

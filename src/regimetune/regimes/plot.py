@@ -3,7 +3,7 @@ centroids as black stars, the paper's switch point marked."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +33,10 @@ def plot_regimes(
     title: str = "",
     switch_time: float | None = None,
     switch_note: str = "",
+    kinds: Mapping[int, str] | None = None,
 ) -> Path:
-    """Write a PNG (or any format matplotlib knows from the suffix) and return its path."""
+    """Write a PNG (or any format matplotlib knows from the suffix) and return its path;
+    ``kinds`` (by regime id: ``level``, ``transition``) name each regime's kind in the legend."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,7 +55,9 @@ def plot_regimes(
     cmap = plt.get_cmap("tab10")
     for rid in sorted({int(v) for v in labels.tolist()}):
         m = labels == rid
-        ax.scatter(t[m] / scale, rate[m], s=6, color=cmap(rid % 10), label=f"regime {rid}", alpha=0.7, lw=0)
+        kind = (kinds or {}).get(rid, "")
+        name = f"regime {rid} ({kind})" if kind in ("level", "transition") else f"regime {rid}"
+        ax.scatter(t[m] / scale, rate[m], s=6, color=cmap(rid % 10), label=name, alpha=0.7, lw=0)
     if centroids:
         c = np.asarray(centroids, dtype=np.float64)
         ax.scatter(

@@ -13,6 +13,7 @@ import numpy as np
 from regimetune.models import InputError, RegimeChange, RegimeSegment, WindowFrame
 from regimetune.reports.charts import figure_data_uri, rate_timeline, regime_color
 from regimetune.reports.page import (
+    SEGMENT_HEADERS,
     HtmlTable,
     figure_html,
     hindsight_note,
@@ -36,7 +37,7 @@ def segments_table(segments: Sequence[RegimeSegment], origin: float) -> HtmlTabl
     rows = tuple(segment_cells(s, origin) for s in segments)
     return HtmlTable(
         caption="one row per segment, in its regime's colour in the chart",
-        headers=("regime", "windows", "start", "end", "reads/s", "writes/s", "active keys", "keys seen"),
+        headers=SEGMENT_HEADERS,
         rows=rows,
         swatches=tuple(regime_color(s.regime_id) for s in segments),
     )

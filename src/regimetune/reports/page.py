@@ -84,13 +84,28 @@ def hindsight_note(changes: Sequence[RegimeChange], last_window: int) -> str | N
     )
 
 
+#: The columns of :func:`segment_cells`.
+SEGMENT_HEADERS = (
+    "regime",
+    "kind",
+    "windows",
+    "start",
+    "end",
+    "reads/s",
+    "writes/s",
+    "active keys",
+    "keys seen",
+)
+
+
 def segment_cells(segment: RegimeSegment, origin: float) -> tuple[str, ...]:
-    """A segment's row as the terminal table and the HTML report both print it: regime,
-    windows, start and end since the trace's start, mean reads/s, writes/s, active keys,
-    and the keys seen when it began."""
+    """A segment's row as the terminal table and the HTML report both print it
+    (:data:`SEGMENT_HEADERS`): regime, its kind, windows, start and end since the trace's
+    start, mean reads/s, writes/s, active keys, and the keys seen when it began."""
     s = segment.summary
     return (
         str(segment.regime_id),
+        segment.kind,
         f"{segment.start_window}-{segment.end_window}",
         since_start(segment.start - origin),
         since_start(segment.end - origin),
@@ -113,4 +128,4 @@ def render_page(title: str, meta: str, sections: Sequence[tuple[str, str]]) -> s
     )
 
 
-__all__ = ["HtmlTable", "figure_html", "render_page", "segment_cells", "since_start"]
+__all__ = ["SEGMENT_HEADERS", "HtmlTable", "figure_html", "render_page", "segment_cells", "since_start"]
