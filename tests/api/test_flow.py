@@ -36,6 +36,10 @@ def test_workload_regimes_become_pushed_versions_in_order(make_client, recorder,
     wait_for(lambda: all(d["outcome"] == "delivered" for d in c.get("/v1/decisions").json()["items"]))
     cur = c.get("/v1/regimes/current").json()
     assert cur["regime_id"] == decisions[-1]["regime_to"]
+    # each segment says what its regime is, and the current regime is the last segment's
+    assert {s["kind"] for s in segs["items"]} <= {"level", "transition"}
+    last = c.get("/v1/regimes", params={"offset": segs["total"] - 1}).json()["items"][-1]
+    assert (cur["regime_id"], cur["kind"]) == (last["regime_id"], last["kind"]) and cur["kind"]
     assert c.get("/v1/policy").json()["version"] == versions[-1]
 
 

@@ -87,6 +87,7 @@ def test_windows_segments_decisions_versions(make_store) -> None:
         s.commit_window(
             window(i),
             rid,
+            regime_kind="transition" if rid == 1 else "level",
             checkpoint={"i": i},
             decision=d,
             policy=Policy(regime_id=rid),
@@ -99,6 +100,7 @@ def test_windows_segments_decisions_versions(make_store) -> None:
         (1, 2, 5),
         (0, 5, 6),
     ]
+    assert [x.kind for x in segs] == ["level", "transition", "level"]
     assert s.load_checkpoint("engine") == ({"i": 5}, 5)
     decisions, n = s.decisions()
     assert n == 3 and [d.policy_version for d in decisions] == [3, 2, 1]
@@ -132,7 +134,7 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
     s = SqlStore.open(cfg)  # second start: nothing to migrate, data kept
     assert s.ping()
     with s.db.connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM rt_alembic_version")).scalar() == "0003"
+        assert conn.execute(sa.text("SELECT version_num FROM rt_alembic_version")).scalar() == "0004"
         mode = conn.execute(sa.text("PRAGMA journal_mode")).scalar()
     assert mode == "wal"
 
@@ -155,6 +157,24 @@ def test_a_store_of_the_first_schema_is_upgraded_with_its_data(tmp_path: Path) -
     s.save_snapshot("aggregator", 1, {"k": 1}, {"a": np.arange(3)})
     seq, meta, arrays = s.load_snapshot("aggregator") or (0, {}, {})
     assert seq == 1 and meta == {"k": 1} and arrays["a"].tolist() == [0, 1, 2]
+
+
+def test_segments_stored_before_kinds_read_as_unknown_and_new_ones_keep_theirs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = sa.create_engine(url)
+    migrate(engine, "0003")  # as a store written before segments had a kind
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                'INSERT INTO rt_segments (regime_id, start_window, "end_window", start, "end", summary) '
+                "VALUES (0, 0, 1, 0.0, 60.0, '{}')"
+            )
+        )
+    engine.dispose()
+    s = SqlStore.open(StoreSettings(url=url))
+    s.commit_window(window(1), 1, regime_kind="transition")
+    segs, total = s.segments()
+    assert total == 2 and [(x.regime_id, x.kind) for x in segs] == [(0, ""), (1, "transition")]
 
 
 @pytest.mark.postgres

@@ -71,6 +71,10 @@ class IngestAck(BaseModel):
 
 class CurrentRegime(BaseModel):
     regime_id: int | None
+    kind: str = Field(
+        "",
+        description="level (a level it holds), transition (it moves, a decline), or empty before the first",
+    )
     since: float | None = None
     since_window: int | None = None
     windows: int = 0
@@ -84,6 +88,7 @@ class SegmentOut(BaseModel):
     start: float
     end: float
     summary: dict[str, float] = {}
+    kind: str = Field("", description="level, transition, or empty for a segment stored before kinds were")
 
 
 class WindowOut(BaseModel):

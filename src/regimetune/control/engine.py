@@ -317,6 +317,7 @@ class Engine:
         saved, version = self.store.commit_window(
             w,
             regime,
+            regime_kind=self.current_kind,
             checkpoint={"detector": self._detector.to_state()},
             decision=None if verdict is None else verdict.decision,
             policy=None if verdict is None else verdict.policy,
@@ -398,6 +399,15 @@ class Engine:
     @property
     def current_regime(self) -> int | None:
         return self._detector.current if self._restored else None
+
+    @property
+    def current_kind(self) -> str:
+        """What the regime in force is: ``level``, ``transition`` (it moved and never levelled
+        off), or ``""`` before the first regime."""
+        regime = self.current_regime
+        if regime is None:
+            return ""
+        return "transition" if regime in self._detector.transitions else "level"
 
     @property
     def detector_name(self) -> str:

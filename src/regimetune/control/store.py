@@ -105,13 +105,15 @@ class Store(JobStore, Protocol):
         w: WindowStats,
         regime_id: int | None,
         *,
+        regime_kind: str = "",
         checkpoint: dict[str, Any] | None = None,
         decision: Decision | None = None,
         policy: Policy | None = None,
         make_version: bool = False,
         enqueue: bool = False,
     ) -> tuple[Decision | None, PolicyVersion | None]:
-        """A closed window with its regime, the detector's checkpoint (as
+        """A closed window with its regime (and its kind: ``level``, ``transition`` or ``""``
+        where the detector does not say), the detector's checkpoint (as
         :data:`ENGINE_CHECKPOINT`) and any decision (with a new policy version, enqueued for
         the push worker) in one transaction."""
         ...

@@ -25,7 +25,9 @@ def _rate_variance(rate: float, exposure: float) -> float:
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _feature(code: int, raw: np.ndarray, growth: float, exposure: float) -> tuple[float, float]:
+def _feature(
+    code: int, raw: np.ndarray | tuple[float, ...], growth: float, exposure: float
+) -> tuple[float, float]:
     """Feature ``code``'s value and the sampling variance the counts behind it imply, from
     one window's ``raw`` statistics (reads, writes, length, active keys, keyspace, top-k
     share, entropy): a window with 1 active key and one with 2 differ by noise, a short
@@ -51,7 +53,7 @@ def _feature(code: int, raw: np.ndarray, growth: float, exposure: float) -> tupl
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _scaled_feature(
-    code: int, raw: np.ndarray, growth: float, exposure: float, unit: float
+    code: int, raw: np.ndarray | tuple[float, ...], growth: float, exposure: float, unit: float
 ) -> tuple[float, float]:
     """:func:`_feature` in feature units ``unit``: its value, and its variance in ``unit``
     squared (one definition for both paths, so they agree to the bit)."""
@@ -83,7 +85,7 @@ def feature_rows(
 def feature_row(
     codes: np.ndarray,
     units: np.ndarray,
-    raw: tuple[float, float, float, float, float, float, float],
+    raw: tuple[float, ...],
     growth: float,
     exposure: float,
 ) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -19,6 +19,7 @@ def current(engine: EngineDep, store: StoreDep) -> CurrentRegime:
     seg = store.last_segment()
     return CurrentRegime(
         regime_id=engine.current_regime,
+        kind=engine.current_kind,
         since=None if seg is None else seg.start,
         since_window=None if seg is None else seg.start_window,
         windows=engine.n_windows,
@@ -46,6 +47,7 @@ def history(
             start=s.start,
             end=s.end,
             summary=s.summary,
+            kind=s.kind,
         )
         for s in segs
     ]

@@ -52,6 +52,7 @@ segments = sa.Table(
     sa.Column("start", sa.Float, nullable=False),
     sa.Column("end", sa.Float, nullable=False),
     sa.Column("summary", sa.JSON, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=True),  # level / transition; NULL before 0004
 )
 
 regime_policies = sa.Table(

@@ -262,6 +262,7 @@ class SqlStore:
         w: WindowStats,
         regime_id: int | None,
         *,
+        regime_kind: str = "",
         checkpoint: dict[str, Any] | None = None,
         decision: Decision | None = None,
         policy: Policy | None = None,
@@ -287,7 +288,7 @@ class SqlStore:
                 )
             )
             if regime_id is not None:
-                self._extend_segment(conn, regime_id, w)
+                self._extend_segment(conn, regime_id, regime_kind, w)
             if checkpoint is not None:
                 self._checkpoint(conn, ENGINE_CHECKPOINT, checkpoint, w.index)
             if decision is None:
@@ -298,7 +299,7 @@ class SqlStore:
         return out
 
     @staticmethod
-    def _extend_segment(conn: Connection, regime_id: int, w: WindowStats) -> None:
+    def _extend_segment(conn: Connection, regime_id: int, kind: str, w: WindowStats) -> None:
         last = conn.execute(sa.select(t.segments).order_by(t.segments.c.id.desc()).limit(1)).first()
         if last is not None and last.regime_id == regime_id and last.end_window == w.index:
             n = last.end_window - last.start_window
@@ -318,6 +319,7 @@ class SqlStore:
                     start=w.start,
                     end=w.end,
                     summary={"requests_per_s": w.requests / w.length},
+                    kind=kind or None,
                 )
             )
 
@@ -355,6 +357,7 @@ class SqlStore:
                 start=r.start,
                 end=r.end,
                 summary=dict(r.summary),
+                kind=r.kind or "",
             )
             for r in rows
         ], total
