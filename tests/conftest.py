@@ -3,12 +3,26 @@ skip cleanly on a user's clone, which has no ../shared."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+#: What a run writes to the system's temp dir (pytest's ``tmp_path``, the services it starts
+#: in subprocesses, each service's per-store tuning work dir, ``regimetune-jobs-*``) goes
+#: under one directory, removed when the run ends: a run leaves nothing behind in /tmp.
+RUN_TMP = Path(tempfile.mkdtemp(prefix="regimetune-tests-"))
+os.environ["TMPDIR"] = str(RUN_TMP)
+tempfile.tempdir = None  # read TMPDIR again
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(RUN_TMP, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -137,6 +137,7 @@ def demo(
             "REGIMETUNE_PUSH__TOKEN": backend_token,
             "REGIMETUNE_PUSH__POLL_INTERVAL_S": "0.1",
             "REGIMETUNE_TUNING__MAX_WORKERS": "2",  # the cache and the rescale job side by side
+            "REGIMETUNE_TUNING__UPLOAD_DIR": str(root / "jobs"),  # removed with the rest
         }
         service = spawn(
             ["serve", "--host", "127.0.0.1", "--port", str(sport)], service_env, root / "service.log"
@@ -342,11 +343,12 @@ def _report(
 def _summary(http: Any, base: str, burl: str, headers: dict[str, str], bheaders: dict[str, str]) -> None:
     segs = http.get(f"{base}/v1/regimes", params={"limit": 1000}, headers=headers).json()["items"]
     t = Table(title="Detected regimes (segments)")
-    for col in ("regime", "windows", "start (s)", "end (s)", "requests/s"):
+    for col in ("regime", "kind", "windows", "start (s)", "end (s)", "requests/s"):
         t.add_column(col, justify="right")
     for s in segs:
         t.add_row(
             str(s["regime_id"]),
+            s["kind"],
             str(s["end_window"] - s["start_window"]),
             f"{s['start']:.0f}",
             f"{s['end']:.0f}",
