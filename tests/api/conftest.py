@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,9 +44,8 @@ def settings_for(tmp_path: Path, **over: Any) -> Any:
 def make_client(tmp_path: Path) -> Iterator[Callable[..., TestClient]]:
     opened: list[TestClient] = []
 
-    def make(*, backend: Any = None, clock: Callable[[], float] | None = None, **over: Any) -> TestClient:
-        extra = {} if clock is None else {"clock": clock}
-        app = create_app(settings_for(tmp_path, **over), backend=backend, **extra)
+    def make(*, backend: Any = None, clock: Callable[[], float] = time.time, **over: Any) -> TestClient:
+        app = create_app(settings_for(tmp_path, **over), backend=backend, clock=clock)
         c = TestClient(app)
         c.__enter__()
         opened.append(c)
