@@ -21,7 +21,10 @@ them), for levels that wander between their changes as real series do:
   AR(1) with a coefficient near 0);
 * ``walk``: a random walk whose steps have half the noise's sd, and no white noise: a price
   between its jumps (river's TCPD prices and most of its other series read as AR(1) with a
-  coefficient about 1).
+  coefficient about 1);
+* ``ramp``: white noise, and each change a straight ramp from one level to the next over
+  20-60 % of the segment it leads into (a load that declines or grows over minutes, not at
+  once); both ends of a ramp are change points: a level, a transition, a level.
 
 Every step with either noise model, the defaults, and ruptures PELT (the TCPD bench's
 setting: l2 on the z-scored series, ``3 d log n``) are scored with TCPD's F1 (margin 5) and
@@ -54,14 +57,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tcpd import ours, pelt, standardise
 
 KINDS = ("const", "ar", "drift")
-ALL_KINDS = (*KINDS, "wander", "walk")
+ALL_KINDS = (*KINDS, "wander", "walk", "ramp")
 WALK_SD = {"wander": 0.1, "walk": 0.5}  # the random walk's step sd, as a share of the noise's sd
 DEFAULTS = "ours (defaults)"
 
 
 def labelled_series(seed: int, kinds: tuple[str, ...] = KINDS) -> tuple[np.ndarray, list[int], str]:
-    """One piecewise-constant series, its change rows and its kind of noise (``kinds[seed %
-    len(kinds)]``; the same seed draws the same signal and noise under every kind)."""
+    """One piecewise-constant series (or with ramps between its levels), its change rows and
+    its kind of noise (``kinds[seed % len(kinds)]``; the same seed draws the same signal and
+    noise under every kind)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(100, 800))
     d = int(rng.choice([1, 1, 2, 3]))
@@ -80,7 +84,19 @@ def labelled_series(seed: int, kinds: tuple[str, ...] = KINDS) -> tuple[np.ndarr
         x += np.outer(np.arange(n), rng.normal(0.0, 2 * sd / n, d))
     if kind in WALK_SD:
         x += np.cumsum(rng.normal(0.0, WALK_SD[kind] * sd, (n, d)), axis=0)
-    return x, [int(b) for b in bkps if b < n], kind
+    changes = [int(b) for b in bkps if b < n]
+    if kind != "ramp":
+        return x, changes, kind
+    share = rng.uniform(0.2, 0.6)  # drawn last: the other kinds draw what they drew before
+    levels = signal.reshape(n, d)
+    ends = []
+    for i, b in enumerate(changes):
+        after = changes[i + 1] if i + 1 < len(changes) else n
+        length = max(2, int(share * (after - b)))  # the ramp's rows, its last at the new level
+        step = np.arange(1, length + 1)[:, None] / length
+        x[b : b + length] += levels[b - 1] + (levels[b] - levels[b - 1]) * step - levels[b : b + length]
+        ends.append(b + length)
+    return x, sorted(set(changes) | {e for e in ends if e < n}), kind
 
 
 def main() -> None:
