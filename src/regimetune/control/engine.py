@@ -405,9 +405,7 @@ class Engine:
         """What the regime in force is: ``level``, ``transition`` (it moved and never levelled
         off), or ``""`` before the first regime."""
         regime = self.current_regime
-        if regime is None:
-            return ""
-        return "transition" if regime in self._detector.transitions else "level"
+        return "" if regime is None else self._detector.regimes[regime].kind
 
     @property
     def detector_name(self) -> str:

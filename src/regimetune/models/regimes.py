@@ -22,6 +22,11 @@ class Regime:
     n_windows: int = 0
     transition: bool = False
 
+    @property
+    def kind(self) -> str:
+        """``transition`` or ``level``, as a segment of this regime names it."""
+        return "transition" if self.transition else "level"
+
     def __post_init__(self) -> None:
         if self.id < 0:
             raise InputError(f"regime id must be >= 0, got {self.id}")

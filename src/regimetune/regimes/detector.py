@@ -600,7 +600,7 @@ def _history(
             )
         )
     cents = {r.id: r.centroid for r in regimes}
-    kinds = {r.id: "transition" if r.transition else "level" for r in regimes}
+    kinds = {r.id: r.kind for r in regimes}
     return RegimeHistory(
         labels=labels,
         segments=segments_of(labels, frame, cents, stats, kinds),
