@@ -307,10 +307,13 @@ def test_the_noise_autocorrelation_is_learnt_under_a_trend(phi: float) -> None:
 def test_autocorrelated_noise_is_not_cut_into_regimes() -> None:
     # AR(1) noise wanders for tens of rows at a time; only the step at row 300 is a change.
     # Read with the AR(1) model (the series default) the step is found with at most half the
-    # spurious changes that reading the wandering as white noise makes
+    # spurious changes that reading the wandering as white noise makes (on these 40 seeds
+    # 10 against 25 before a level that rode away was a transition, 12 against 25 since: one
+    # seed's wander rode away; on seeds 12-211 the rule changed no count, 50 either way.
+    # On the first 12 seeds alone it was 4 or 5 against 9: too few to hold a ratio)
     found = {"ar1": 0, "white": 0}
     spurious = {"ar1": 0, "white": 0}
-    for seed in range(12):
+    for seed in range(40):
         x = _ar1(0.6, 600, np.random.default_rng(seed)) + np.r_[np.zeros(300), np.full(300, 4.0)]
         for model in found:
             rows = [
@@ -319,7 +322,7 @@ def test_autocorrelated_noise_is_not_cut_into_regimes() -> None:
             hit = any(abs(r - 300) <= 5 for r in rows)
             found[model] += hit
             spurious[model] += len(rows) - hit
-    assert found["ar1"] >= 10 and found["white"] >= 10
+    assert found["ar1"] >= 36 and found["white"] >= 36, found
     assert 2 * spurious["ar1"] <= spurious["white"], spurious
 
 
@@ -354,6 +357,21 @@ def test_a_missed_series_step_does_not_hide_the_steps_after_it() -> None:
         rows = [c.at_window for c in detect_series(x).changes[1:]]
         found += sum(any(abs(r - b) <= 5 for r in rows) for b in steps)
     assert found >= 120, found
+
+
+def test_a_slow_series_ramp_is_a_transition_not_a_staircase_of_levels() -> None:
+    # a level of 10, a straight decline to 0 over 150 rows, a level of 0, in white noise of
+    # sd 0.5: the line moves 0.13 sd a row, so a steady level founded on the ramp follows it
+    # as drift and no excursion opens; it was read as one to three levels in three of these
+    # eight seeds. A steady level that rides away from where it was founded farther than its
+    # wander allows is a transition
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        y = np.r_[np.full(100, 10.0), np.linspace(10.0, 0.0, 150), np.zeros(100)] + rng.normal(0.0, 0.5, 350)
+        h = detect_series(y)
+        middle = {s.kind for s in h.segments if s.start_window < 230 and s.end_window > 170}
+        assert middle == {"transition"}, (seed, [(s.kind, s.start_window, s.end_window) for s in h.segments])
+        assert abs(h.segments[-1].start_window - 250) <= 10 and h.segments[-1].kind == "level"
 
 
 @pytest.mark.parametrize("seed", [2, 50, 55, 73])
@@ -429,6 +447,7 @@ def test_states_of_the_old_format_fail_with_what_to_do(tmp_path: Path) -> None:
 
 
 _AR = ("diff_last", "diff_mean", "diff_var", "diff_cov")
+_ORIGIN = ("reg_origin", "reg_origin_n")
 
 
 @pytest.mark.parametrize(
@@ -437,7 +456,8 @@ _AR = ("diff_last", "diff_mean", "diff_var", "diff_cov")
         # format 3 had no window held back and no run of segments; format 4 no lines for a
         # transition's jumps; format 5 no autocorrelation of the noise, and no lag columns
         # in the segment sums; format 6 no difference before the latest; format 7 no sums of
-        # an excursion's ended segments: they load without them
+        # an excursion's ended segments; format 8 no level each regime was founded at (its
+        # regimes take the level they hold): they load without them
         (
             3,
             (
@@ -452,12 +472,14 @@ _AR = ("diff_last", "diff_mean", "diff_var", "diff_cov")
                 *_AR,
                 "diff_prev",
                 "exc_stats",
+                *_ORIGIN,
             ),
         ),
-        (4, ("exc_line", "last_line", *_AR, "diff_prev", "exc_stats")),
-        (5, (*_AR, "diff_prev", "exc_stats")),
-        (6, ("diff_prev", "exc_stats")),
-        (7, ("exc_stats",)),
+        (4, ("exc_line", "last_line", *_AR, "diff_prev", "exc_stats", *_ORIGIN)),
+        (5, (*_AR, "diff_prev", "exc_stats", *_ORIGIN)),
+        (6, ("diff_prev", "exc_stats", *_ORIGIN)),
+        (7, ("exc_stats", *_ORIGIN)),
+        (8, _ORIGIN),
     ],
 )
 def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str, ...]) -> None:
@@ -472,6 +494,8 @@ def test_states_of_earlier_formats_load_and_go_on(version: int, added: tuple[str
     old = OnlineRegimeDetector.from_state(earlier)
     assert old.current == det.current and old.n_seen == 350 - int(state["kernel"]["pending"][0])
     assert [r.id for r in old.regimes] == [r.id for r in det.regimes]
+    kernel = old.to_state()["kernel"]  # its regimes were founded where they are now
+    assert kernel["reg_origin"] == kernel["reg_level"] and kernel["reg_origin_n"] == kernel["reg_n"]
     h = old.detect(frame.slice(350, 700))
     assert [c.to_id for c in h.changes] == [1]
 

@@ -36,7 +36,9 @@ held the same level: the change test may cut a level in two), and becomes a *tra
 a whole are back at the level it left (a sag that dips cut is no move), or, under white
 noise, once its latest segment, leaving a steady level, has moved for ``min_regime``
 windows (a steady decline is one line to the change test, which ends it only where it
-turns level). What led to a new level in fewer windows is a ramp that joins it if it lies
+turns level), or, under AR(1) noise, once a steady level that followed its windows as drift
+has ridden away from where it was founded farther than its wander allows (a slow ramp the
+change test does not cut). What led to a new level in fewer windows is a ramp that joins it if it lies
 between the two levels and its first segment is off the level it left (at that level, it
 was the level's wander, and the new level begins where it holds), else a burst of the
 regime it left.
@@ -155,6 +157,8 @@ class KernelState(NamedTuple):
     reg_level: np.ndarray  # (K, d)
     reg_n: np.ndarray  # (K,) windows learnt
     reg_kind: np.ndarray  # (K,) STEADY or TRANSITION
+    reg_origin: np.ndarray  # (K, d) the level it was founded at
+    reg_origin_n: np.ndarray  # (K,) the windows that level was the mean of
 
 
 class ChangeLog(NamedTuple):
@@ -227,6 +231,8 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         reg_level=np.zeros((p.max_regimes, d)),
         reg_n=np.zeros(p.max_regimes),
         reg_kind=np.zeros(p.max_regimes, dtype=np.int64),
+        reg_origin=np.zeros((p.max_regimes, d)),
+        reg_origin_n=np.zeros(p.max_regimes),
     )
 
 
@@ -692,14 +698,23 @@ def _nearest(s: KernelState, level: np.ndarray, noise: np.ndarray) -> int:
 
 
 @_phase
+def _set_level(s: KernelState, r: int, level: np.ndarray, n: float) -> None:
+    """Regime ``r`` is founded (or a transition turns steady) at ``level``, the mean of
+    ``n`` windows: where it starts from, and where it was founded."""
+    s.reg_level[r, :] = level
+    s.reg_n[r] = n
+    s.reg_origin[r, :] = level
+    s.reg_origin_n[r] = n
+
+
+@_phase
 def _found(s: KernelState, p: KernelParams, kind: int, level: np.ndarray, n: float, noise: np.ndarray) -> int:
     """A new regime at ``level``; when ``max_regimes`` are known, the nearest steady one
     stands in for it (for a transition: none)."""
     k = s.n_regimes[0]
     if k < p.max_regimes:
-        s.reg_level[k, :] = level
-        s.reg_n[k] = n
         s.reg_kind[k] = kind
+        _set_level(s, k, level, n)
         s.n_regimes[0] = k + 1
         return k
     return -1 if kind == TRANSITION else _nearest(s, level, noise)
@@ -1084,8 +1099,7 @@ def _on_level(
         # the "transition" was this level from its start, or a ramp into it (shorter than
         # a regime: it belongs to the level it led to, as an excursion's ramp does)
         s.reg_kind[cur] = STEADY
-        s.reg_level[cur, :] = level
-        s.reg_n[cur] = n
+        _set_level(s, cur, level, n)
     else:
         r = r if r >= 0 else _found(s, p, STEADY, level, n, noise)
         _switch(s, log, r, at)
@@ -1098,6 +1112,7 @@ def _settle(
     p: KernelParams,
     latest: int,
     noise: np.ndarray,
+    ar: np.ndarray,
     level: np.ndarray,
     log: ChangeLog,
 ) -> None:
@@ -1108,7 +1123,9 @@ def _settle(
     windows as a whole), is a transition, and so, under white noise, is one from
     a steady level whose latest segment has moved for ``min_regime`` windows (a decline the
     change test reads as one line, which it ends only where the line turns level). Else the
-    regime in force learns the window."""
+    regime in force learns the window; under AR(1) noise, a steady level that has ridden
+    away from where it was founded (:func:`_rode_away`: a ramp it followed as drift) is a
+    transition from its latest committed segment on."""
     exc = s.excursion[0]
     cur = s.current[0]
     unsettled = exc >= 0 or s.reg_kind[cur] == TRANSITION
@@ -1140,6 +1157,39 @@ def _settle(
             s.excursion[0] = -1
     if s.excursion[0] < 0 and s.current[0] >= 0:
         _learn_level(s, p, noise)
+        if p.ar_noise and _rode_away(s, p, noise, ar):
+            if s.boundary[0] <= s.current_since[0]:
+                s.reg_kind[s.current[0]] = TRANSITION  # it rode from its start: never a level
+            else:
+                _mean(s.cand_sums[latest], s.cand_ref[latest], level)
+                _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), s.boundary[0])
+
+
+@_phase
+def _rode_away(s: KernelState, p: KernelParams, noise: np.ndarray, ar: np.ndarray) -> bool:
+    """Has the steady level in force, following its windows as drift, moved from where it
+    was founded farther than its wander allows (chi-square over the features above
+    ``match_chi2``)? A level wanders by its block-to-block spread as the regime tests allow
+    for it (:func:`_level_spread`; at least what the AR(1) noise gives a block mean,
+    ``g / m`` with ``g = noise (1 + phi) / (1 - phi)^2``) per block of ``min_regime``
+    windows it has learnt since its founding, plus one block for its own estimate, plus
+    the founding mean's own error (``g / n`` of its ``n`` windows); it is judged once it
+    has learnt a block. A feature read as a random walk (``phi`` 1) has no level to ride
+    away from."""
+    cur = s.current[0]
+    m = p.min_regime
+    held = s.reg_n[cur] - s.reg_origin_n[cur]
+    if s.reg_kind[cur] != STEADY or held < m:
+        return False
+    chi2 = 0.0
+    for j in range(noise.shape[0]):
+        phi = ar[j]
+        away = s.reg_level[cur, j] - s.reg_origin[cur, j]
+        if phi < 1.0 and not np.isnan(away):
+            gain = noise[j] * (1.0 + phi) / (1.0 - phi) ** 2
+            spread = max(_level_spread(s, p, j), gain / m)
+            chi2 += away * away / (spread * (held / m + 1.0) + gain / max(s.reg_origin_n[cur], 1.0))
+    return chi2 > p.match_chi2
 
 
 @_phase
@@ -1202,7 +1252,7 @@ def _step(
     start = s.cand_start[best]
     if start > s.boundary[0] and t - start + 1 >= p.dwell:
         _judge_new_segment(s, p, best, w.noise, w.level)
-    _settle(s, p, _slot_of(s, start), w.noise, w.level, log)
+    _settle(s, p, _slot_of(s, start), w.noise, w.ar, w.level, log)
     _learn_level_spread(s, p, y, w.noise, w.ar)
     k = t - log.t0[0]
     if 0 <= k < log.labels.shape[0]:
@@ -1278,7 +1328,7 @@ def run_fields(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`run` with the state and the parameters as plain tuples of their fields, the
     entry point the detector calls. numba's dispatcher types a plain tuple by a fast
-    fingerprint of its items, but a named tuple of more than ten fields (the state has 41)
+    fingerprint of its items, but a named tuple of more than ten fields (the state has 43)
     on a slow path: a call with no rows took 15-17 µs with the named tuples and 9 µs with
     plain ones, which is a sixth of a per-window ``update``."""
     return run(KernelState(*state), KernelParams(*params), x, count_var)
