@@ -660,22 +660,28 @@ def _learn_level_spread(
 
 
 @_phase
+def _mean_var(noise: float, phi: float, n: float) -> float:
+    """The variance of the mean of ``n`` windows of AR(1) noise of coefficient ``phi`` and
+    variance ``noise`` as the change test reads it: ``noise (1 + phi) / ((1 - phi)^2 n)``."""
+    return noise * (1.0 + phi) / ((1.0 - phi) ** 2 * n)
+
+
+@_phase
 def _block_step(
     s: KernelState, p: KernelParams, means: np.ndarray, noise: np.ndarray, ar: np.ndarray
 ) -> float:
     """The chi-square over the features of the block just ended (its ``means``) against the
     one before, in the spread of a level (half their squared difference over the spread,
     and at least over what the AR(1) noise of coefficient ``ar`` gives the mean of a block,
-    ``noise (1 + phi) / ((1 - phi)^2 m)``): above ``match_chi2`` the two blocks are not one
-    level. A feature whose noise is a random walk (``phi`` 1) has no level to step from,
-    and counts nothing."""
+    :func:`_mean_var`): above ``match_chi2`` the two blocks are not one level. A feature
+    whose noise is a random walk (``phi`` 1) has no level to step from, and counts
+    nothing."""
     chi2 = 0.0
     m = p.min_regime
     for j in range(means.shape[0]):
         phi = ar[j]
         if not np.isnan(means[j]) and not np.isnan(s.block_prev[j]) and phi < 1.0:
-            block_var = noise[j] * (1.0 + phi) / ((1.0 - phi) ** 2 * m)
-            chi2 += 0.5 * (means[j] - s.block_prev[j]) ** 2 / max(s.level_var[j], block_var)
+            chi2 += 0.5 * (means[j] - s.block_prev[j]) ** 2 / max(s.level_var[j], _mean_var(noise[j], phi, m))
     return chi2
 
 
@@ -1171,9 +1177,9 @@ def _rode_away(s: KernelState, p: KernelParams, noise: np.ndarray, ar: np.ndarra
     was founded farther than its wander allows (chi-square over the features above
     ``match_chi2``)? A level wanders by its block-to-block spread as the regime tests allow
     for it (:func:`_level_spread`; at least what the AR(1) noise gives a block mean,
-    ``g / m`` with ``g = noise (1 + phi) / (1 - phi)^2``) per block of ``min_regime``
-    windows it has learnt since its founding, plus one block for its own estimate, plus
-    the founding mean's own error (``g / n`` of its ``n`` windows); it is judged once it
+    :func:`_mean_var`) per block of ``min_regime`` windows it has learnt since its
+    founding, plus one block for its own estimate, plus the founding mean's own error
+    (the noise's variance of a mean of its windows); it is judged once it
     has learnt a block. A feature read as a random walk (``phi`` 1) has no level to ride
     away from."""
     cur = s.current[0]
@@ -1186,9 +1192,9 @@ def _rode_away(s: KernelState, p: KernelParams, noise: np.ndarray, ar: np.ndarra
         phi = ar[j]
         away = s.reg_level[cur, j] - s.reg_origin[cur, j]
         if phi < 1.0 and not np.isnan(away):
-            gain = noise[j] * (1.0 + phi) / (1.0 - phi) ** 2
-            spread = max(_level_spread(s, p, j), gain / m)
-            chi2 += away * away / (spread * (held / m + 1.0) + gain / max(s.reg_origin_n[cur], 1.0))
+            spread = max(_level_spread(s, p, j), _mean_var(noise[j], phi, m))
+            founding = _mean_var(noise[j], phi, max(s.reg_origin_n[cur], 1.0))
+            chi2 += away * away / (spread * (held / m + 1.0) + founding)
     return chi2 > p.match_chi2
 
 
