@@ -24,7 +24,11 @@ them), for levels that wander between their changes as real series do:
   coefficient about 1);
 * ``ramp``: white noise, and each change a straight ramp from one level to the next over
   20-60 % of the segment it leads into (a load that declines or grows over minutes, not at
-  once); both ends of a ramp are change points: a level, a transition, a level.
+  once); both ends of a ramp are change points: a level, a transition, a level;
+* ``peak``: white noise, and each change a rise and a fall over 20-60 % of the segment it
+  leads into, half each: from the old level to a peak as far beyond the new level as the
+  new level is from the old, then down to the new level (a crowd that builds and decays, a
+  rally and a crash); the start, the peak and the end are change points.
 
 Every step with either noise model, the defaults, and ruptures PELT (the TCPD bench's
 setting: l2 on the z-scored series, ``3 d log n``) are scored with TCPD's F1 (margin 5) and
@@ -57,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tcpd import ours, pelt, standardise
 
 KINDS = ("const", "ar", "drift")
-ALL_KINDS = (*KINDS, "wander", "walk", "ramp")
+ALL_KINDS = (*KINDS, "wander", "walk", "ramp", "peak")
 WALK_SD = {"wander": 0.1, "walk": 0.5}  # the random walk's step sd, as a share of the noise's sd
 DEFAULTS = "ours (defaults)"
 
@@ -85,7 +89,7 @@ def labelled_series(seed: int, kinds: tuple[str, ...] = KINDS) -> tuple[np.ndarr
     if kind in WALK_SD:
         x += np.cumsum(rng.normal(0.0, WALK_SD[kind] * sd, (n, d)), axis=0)
     changes = [int(b) for b in bkps if b < n]
-    if kind != "ramp":
+    if kind not in ("ramp", "peak"):
         return x, changes, kind
     share = rng.uniform(0.2, 0.6)  # drawn last: the other kinds draw what they drew before
     levels = signal.reshape(n, d)
@@ -93,8 +97,17 @@ def labelled_series(seed: int, kinds: tuple[str, ...] = KINDS) -> tuple[np.ndarr
     for i, b in enumerate(changes):
         after = changes[i + 1] if i + 1 < len(changes) else n
         length = max(2, int(share * (after - b)))  # the ramp's rows, its last at the new level
-        step = np.arange(1, length + 1)[:, None] / length
-        x[b : b + length] += levels[b - 1] + (levels[b] - levels[b - 1]) * step - levels[b : b + length]
+        old, new = levels[b - 1], levels[b]
+        if kind == "ramp":
+            path = old + (new - old) * (np.arange(1, length + 1)[:, None] / length)
+        else:
+            up = max(1, length // 2)  # rows of the rise; the peak is its last
+            top = new + (new - old)
+            rise = old + (top - old) * (np.arange(1, up + 1)[:, None] / up)
+            fall = top + (new - top) * (np.arange(1, length - up + 1)[:, None] / max(length - up, 1))
+            path = np.vstack([rise, fall])
+            ends.append(b + up)
+        x[b : b + length] += path[: min(length, n - b)] - levels[b : b + length]
         ends.append(b + length)
     return x, sorted(set(changes) | {e for e in ends if e < n}), kind
 
