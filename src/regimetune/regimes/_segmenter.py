@@ -187,9 +187,10 @@ class Scratch(NamedTuple):
 # -- one reference to a struct of arrays ---------------------------------------------------
 # A named tuple of arrays is a tuple of references, and numba counts the references of each
 # one (an atomic increment and decrement) wherever a phase binds it; its pruning pass drops
-# those counts only where the phase's control flow is simple. Elsewhere a phase's call cost
-# twice 43 counts: a phase with an exit and a loop ran 480 ns on a named tuple of 43 arrays
-# and 13 ns on a struct of them, and the counts took 40 % of a replay (perf). Inside
+# those counts in some control-flow shapes only (which ones is hard to foresee). Elsewhere a
+# phase's call cost twice 43 counts: a phase with a loop under an if/else ran 476 ns on a
+# named tuple of 43 arrays and 13 ns on a struct of them, and the counts took 40 % of a
+# replay (perf). Inside
 # :func:`run`, the state, the log and the scratch space are numba structs (``StructRef``)
 # of the same arrays, one reference each; the named tuples above name their fields.
 
