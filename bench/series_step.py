@@ -13,7 +13,7 @@ of 20, in three kinds of noise real metrics have:
 * ``const``: white noise;
 * ``ar``: AR(1) noise (phi 0.5): a metric that remembers its last value;
 * ``drift``: white noise plus a slow linear drift of up to a few noise sds over the series;
-and two kinds that are not in the default set (which chose the defaults; ``--kinds`` adds
+and four kinds that are not in the default set (which chose the defaults; ``--kinds`` adds
 them), for levels that wander between their changes as real series do:
 
 * ``wander``: white noise plus a random walk whose steps have a tenth of the noise's sd (a
