@@ -14,7 +14,7 @@ of 20, in three kinds of noise real metrics have:
 * ``ar``: AR(1) noise (phi 0.5): a metric that remembers its last value;
 * ``drift``: white noise plus a slow linear drift of up to a few noise sds over the series;
 and four kinds that are not in the default set (which chose the defaults; ``--kinds`` adds
-them), for levels that wander between their changes as real series do:
+them), for what real series do between and at their changes:
 
 * ``wander``: white noise plus a random walk whose steps have a tenth of the noise's sd (a
   local-level model; its first differences are mostly the white noise's, so it reads as
