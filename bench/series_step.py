@@ -101,13 +101,13 @@ def labelled_series(seed: int, kinds: tuple[str, ...] = KINDS) -> tuple[np.ndarr
         if kind == "ramp":
             path = old + (new - old) * (np.arange(1, length + 1)[:, None] / length)
         else:
-            up = max(1, length // 2)  # rows of the rise; the peak is its last
+            up = length // 2  # rows of the rise (length >= 2: at least one each way); the peak is its last
             top = new + (new - old)
             rise = old + (top - old) * (np.arange(1, up + 1)[:, None] / up)
-            fall = top + (new - top) * (np.arange(1, length - up + 1)[:, None] / max(length - up, 1))
+            fall = top + (new - top) * (np.arange(1, length - up + 1)[:, None] / (length - up))
             path = np.vstack([rise, fall])
             ends.append(b + up)
-        x[b : b + length] += path[: min(length, n - b)] - levels[b : b + length]
+        x[b : b + length] += path - levels[b : b + length]
         ends.append(b + length)
     return x, sorted(set(changes) | {e for e in ends if e < n}), kind
 
