@@ -190,9 +190,9 @@ class Scratch(NamedTuple):
 # those counts in some control-flow shapes only (which ones is hard to foresee). Elsewhere a
 # phase's call cost twice 43 counts: a phase with a loop under an if/else ran 476 ns on a
 # named tuple of 43 arrays and 13 ns on a struct of them, and the counts took 40 % of a
-# replay (perf). Inside
-# :func:`run`, the state, the log and the scratch space are numba structs (``StructRef``)
-# of the same arrays, one reference each; the named tuples above name their fields.
+# replay (perf). Inside :func:`run`, the state, the log and the scratch space are numba
+# structs (``StructRef``) of the same arrays, one reference each; the named tuples above
+# name their fields. Each struct has its own type class: a type class boxes to one proxy.
 
 
 class _Struct(types.StructRef):
