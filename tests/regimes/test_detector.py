@@ -374,6 +374,26 @@ def test_a_slow_series_ramp_is_a_transition_not_a_staircase_of_levels() -> None:
         assert abs(h.segments[-1].start_window - 250) <= 10 and h.segments[-1].kind == "level"
 
 
+def test_a_random_walk_between_steps_is_a_level_not_a_transition() -> None:
+    # a random walk (steps of sd 0.1, no white noise) and three steps of 4, 150 rows apart:
+    # the walk moves an 18-row line by about 0.45 by chance, which the white-noise null of a
+    # line's rise (12 v / n, v the line's residual variance: sd about 0.02) took for a move,
+    # so the level after a step never held and became a transition. Judged against the
+    # rise a random walk's line has by chance (about 1.2 q n), on these 40 seeds the steps
+    # were found 110 times of 120 and 23 segments were transitions; 99 and 56 before
+    steps = (150, 300, 450)
+    found = transitions = 0
+    for seed in range(40):
+        x = 20.0 + np.cumsum(np.random.default_rng(seed).normal(0.0, 0.1, 600))
+        for i, b in enumerate(steps):
+            x[b:] += 4.0 if i % 2 == 0 else -4.0
+        h = detect_series(x)
+        rows = [c.at_window for c in h.changes[1:]]
+        found += sum(any(abs(r - b) <= 5 for r in rows) for b in steps)
+        transitions += sum(s.kind == "transition" for s in h.segments)
+    assert found >= 105 and transitions <= 35, (found, transitions)
+
+
 @pytest.mark.parametrize("seed", [2, 50, 55, 73])
 def test_a_series_step_is_dated_where_it_happens_not_where_a_wander_before_it_began(seed: int) -> None:
     # AR(0.4) noise and a step of about 3.7 marginal sds at row 75: the noise's wander opened

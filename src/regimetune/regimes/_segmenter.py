@@ -632,16 +632,40 @@ def _moves(s: KernelState, p: KernelParams, sums: np.ndarray, noise: np.ndarray)
         if n < 2.0 or det <= 1e-9 * n * suu:
             continue
         moved = (n * suy - su * sy) / det * (n - 1.0)
-        chi2 += _rise_chi2(s, p, j, moved, _variance(p, noise, sums, j), n)
+        chi2 += _rise_chi2(s, p, j, moved, _variance(p, noise, sums, j), noise[j], n)
     return chi2 > p.match_chi2
 
 
 @_phase
-def _rise_chi2(s: KernelState, p: KernelParams, j: int, rise: float, var: float, n: float) -> float:
+def _rise_chi2(
+    s: KernelState, p: KernelParams, j: int, rise: float, var: float, noise: float, n: float
+) -> float:
     """Feature ``j``'s share of the chi-square of a line's rise over ``n`` windows: under
     white noise of variance ``var`` about ``12 var / n`` (precision of at most ``match_n``
-    windows), and no finer than the spread of a regime's level."""
-    return rise * rise / max(var * 12.0 / min(n, p.match_n), 2.0 * _level_spread(s, p, j))
+    windows), no finer than the spread of a regime's level, and no finer than the noise's
+    AR(1) reading (:func:`_ar_rise_var`) gives a line by chance."""
+    n_c = min(n, p.match_n)
+    null = max(var * 12.0 / n_c, _ar_rise_var(noise, _autocorrelation(s, p, j), n, n_c))
+    return rise * rise / max(null, 2.0 * _level_spread(s, p, j))
+
+
+@_phase
+def _ar_rise_var(noise: float, phi: float, n: float, n_c: float) -> float:
+    """The variance of a least-squares line's rise over ``n`` windows of AR(1) noise with
+    coefficient ``phi`` and variance ``noise`` as the change test reads it: the lesser of
+    the stationary reading, ``12 g / n`` with ``g`` the noise's long-run variance (as
+    :func:`_mean_var`; precision of at most ``n_c`` windows), and a random walk's with the
+    same innovations (variance ``q = noise (1 + phi)``), exactly ``q 6 (n^2 + 1) (n - 1) /
+    (5 n (n + 1))``, about ``1.2 q n``: a wandering series moves a line by chance, but by
+    a random walk's wander, not without bound. White noise (``phi`` 0) adds nothing to the
+    white null."""
+    if phi <= 0.0:
+        return 0.0
+    q = noise * (1.0 + phi)
+    walk = q * 6.0 * (n * n + 1.0) * (n - 1.0) / (5.0 * n * (n + 1.0))
+    if phi >= 1.0:
+        return walk
+    return min(12.0 * noise * (1.0 + phi) / ((1.0 - phi) ** 2 * n_c), walk)
 
 
 @_phase
@@ -894,7 +918,7 @@ def _line_moves(s: KernelState, p: KernelParams, line: np.ndarray, noise: np.nda
     for j in range(line.shape[0]):
         n = line[j, 2]
         if n >= 2.0:
-            chi2 += _rise_chi2(s, p, j, line[j, 1] * (n - 1.0), noise[j], n)
+            chi2 += _rise_chi2(s, p, j, line[j, 1] * (n - 1.0), noise[j], noise[j], n)
     return chi2 > p.match_chi2
 
 
