@@ -239,6 +239,29 @@ def test_series_log_reads_the_named_columns_in_log_space(tmp_path: Path) -> None
     assert "mean log rate" in table and "mean share" in table  # each mean is of what was read
 
 
+def test_series_log_auto_reads_the_columns_whose_noise_grows_with_their_level(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    rate = np.exp(np.r_[np.full(150, 2.0), np.full(150, 5.0)] + rng.normal(0, 0.2, 300))
+    load = np.r_[np.full(150, 20.0), np.full(150, 30.0)] + rng.normal(0, 1.0, 300)
+    path = tmp_path / "two.csv"
+    path.write_text(
+        "\n".join(
+            [
+                "time,rate,load",
+                *(f"{i * 15},{r:.6g},{v:.6g}" for i, (r, v) in enumerate(zip(rate, load, strict=True))),
+            ]
+        )
+    )
+    auto = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "auto"]).output)
+    named = json.loads(
+        runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "rate"]).output
+    )
+    assert auto["log"] == named["log"] == ["rate"]
+    assert auto["changes"] == named["changes"]
+    res = runner.invoke(app, ["detect", str(path), "--series", "--log", "auto,load"])
+    assert res.exit_code == 2 and "'auto' stands alone" in res.output
+
+
 def test_series_log_refuses_what_has_no_log(tmp_path: Path) -> None:
     path = _rate_csv(tmp_path / "idle.csv", np.r_[np.full(20, 5.0), 0.0, np.full(20, 5.0)])
     res = runner.invoke(app, ["detect", str(path), "--series", "--log", "rate"])

@@ -144,6 +144,34 @@ def test_counters_are_columns_that_never_decrease_and_do_not_stay_flat() -> None
     np.testing.assert_array_equal(counter_rates(total, [0]), rates[:, 1])
 
 
+def test_level_scaled_columns_tells_noise_that_grows_with_the_level_from_additive_noise() -> None:
+    from regimetune.regimes import level_scaled_columns, series_inputs
+
+    # levels 5, 50 and 20: noise of 10 % of the level (white, or a walk's steps of 5 %) is
+    # found on every seed; noise of the same sd at every level (white, or a walk) on none
+    level = np.repeat([5.0, 50.0, 20.0], 100)
+    found = np.zeros(4, dtype=int)
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        cols = np.c_[
+            level * np.exp(rng.normal(0.0, 0.1, 300)),
+            level + rng.normal(0.0, 1.0, 300),
+            level * np.exp(np.cumsum(rng.normal(0.0, 0.05, 300))),
+            level + 10.0 + np.cumsum(rng.normal(0.0, 0.5, 300)),
+        ]
+        for j in level_scaled_columns(cols):
+            found[j] += 1
+    assert found.tolist() == [40, 0, 40, 0]
+    read = series_inputs(cols, log="auto")  # the last seed's: what a series is read as
+    assert read.log == (0, 2) and np.allclose(read.values[:, [0, 2]], np.log(cols[:, [0, 2]]))
+    # a column that is not all positive has no log; one that barely moves says nothing
+    rng = np.random.default_rng(0)
+    mult = level * np.exp(rng.normal(0.0, 0.1, 300))
+    assert level_scaled_columns(mult) == (0,)
+    for bad in (np.r_[mult[:-1], 0.0], np.r_[mult[:-1], np.nan], np.r_[np.full(292, 5.0), mult[:8]]):
+        assert level_scaled_columns(bad) == ()
+
+
 def test_log_columns_keeps_missing_values_and_names_a_value_without_a_log() -> None:
     from regimetune.regimes import log_columns
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -166,7 +166,8 @@ def detect_cmd(
             "--log",
             metavar="COLUMN",
             help="With --series: read this column in log space (a rate, a latency, a price: noise that grows "
-            "with the level); repeatable, or comma-separated. Its values must be positive.",
+            "with the level); repeatable, or comma-separated. Its values must be positive. 'auto': the "
+            "positive columns whose step size grows with their level (the JSON lists them).",
         ),
     ] = None,
     paper: Annotated[
@@ -346,20 +347,24 @@ def _detect_series(
 ) -> None:
     """``detect --series``: regimes of a CSV series, each row one window of ``window`` s; a
     counter column (it never decreases) read as its increase per row unless ``counters`` is
-    false, the columns named in ``log`` in log space."""
+    false, the columns named in ``log`` in log space (``["auto"]``: those whose noise grows
+    with their level)."""
     from regimetune.collectors.series import read_series
     from regimetune.regimes import series_inputs
 
     s = read_series(trace)
-    unknown = [name for name in log if name not in s.names]
-    if unknown:
-        raise ConfigError(
-            f"--log names columns {unknown} that {trace.name} does not have; it has {list(s.names)}"
-        )
-    logged = [s.names.index(name) for name in dict.fromkeys(log)]
+    chosen: list[int] | Literal["auto"] = "auto"
+    if log != ["auto"] or "auto" in s.names:  # a column named auto is that column
+        unknown = [name for name in log if name not in s.names]
+        if unknown:
+            why = " ('auto' stands alone)" if "auto" in unknown else ""
+            raise ConfigError(
+                f"--log names columns {unknown} that {trace.name} does not have{why}; it has {list(s.names)}"
+            )
+        chosen = [s.names.index(name) for name in log]
     det = online_detector(window, k, params)
     try:
-        x, as_rates = series_inputs(s.values, counters=counters, log=logged, names=s.names)
+        x, as_rates, logged = series_inputs(s.values, counters=counters, log=chosen, names=s.names)
     except InputError as exc:
         raise InputError(f"{trace}: {exc}") from None
     h = det.detect_array(x, names=s.names)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         FeatureExtractor,
         counter_columns,
         counter_rates,
+        level_scaled_columns,
         log_columns,
         series_inputs,
     )
@@ -60,6 +61,7 @@ _WHERE = {
             "FeatureExtractor",
             "counter_columns",
             "counter_rates",
+            "level_scaled_columns",
             "log_columns",
             "series_inputs",
         ),
@@ -96,6 +98,7 @@ __all__ = [
     "FeatureExtractor",
     "counter_columns",
     "counter_rates",
+    "level_scaled_columns",
     "log_columns",
     "series_inputs",
     "OnlineRegimeDetector",

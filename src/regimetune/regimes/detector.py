@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from river import base
@@ -447,7 +447,7 @@ def detect_series(
     step_s: float = SERIES_STEP_S,
     params: DetectorParams | None = None,
     counters: bool = True,
-    log: Sequence[int] = (),
+    log: Sequence[int] | Literal["auto"] = (),
 ) -> RegimeHistory:
     """Regimes of a numeric series (rows are steps, columns features): each row is one
     window of ``step_s`` seconds, so the detector's durations count rows (``min_regime_s``
@@ -455,13 +455,14 @@ def detect_series(
     keep the service's durations). With ``counters``, a column that never decreases is
     read as its increase per row (:func:`~regimetune.regimes.features.counter_columns`);
     the columns ``log`` are read in log space (rates, latencies: noise that grows with the
-    level; :func:`~regimetune.regimes.features.log_columns`).
+    level; :func:`~regimetune.regimes.features.log_columns`), or with ``"auto"`` those whose
+    noise grows with their level (:func:`~regimetune.regimes.features.level_scaled_columns`).
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
     [(None, 0, 0), (0, 1, 100)]
     """
-    x, _ = series_inputs(values, counters=counters, log=log, names=names)
+    x = series_inputs(values, counters=counters, log=log, names=names).values
     det = OnlineRegimeDetector.from_params(params or DetectorParams())
     return det.detect_array(x, names=names, step_s=step_s)
 
