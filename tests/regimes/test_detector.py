@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -372,6 +373,23 @@ def test_a_slow_series_ramp_is_a_transition_not_a_staircase_of_levels() -> None:
         middle = {s.kind for s in h.segments if s.start_window < 230 and s.end_window > 170}
         assert middle == {"transition"}, (seed, [(s.kind, s.start_window, s.end_window) for s in h.segments])
         assert abs(h.segments[-1].start_window - 250) <= 10 and h.segments[-1].kind == "level"
+
+
+@pytest.mark.parametrize("ramp", [80, 150])
+def test_a_level_that_rode_a_ramp_away_is_not_returned_to_at_once(ramp: int) -> None:
+    # a level of 20, a ramp of 3 noise sds over ``ramp`` rows, a level: the first level
+    # follows the ramp as drift until it has ridden away from where it was founded, and is
+    # a transition from then on; its level had followed the ramp, so the next row matched
+    # the transition to it and switched back, a regime in force for one row live (8 and 10
+    # of these 40 seeds), until its level went back to where it was founded
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        x = np.r_[np.full(250, 20.0), np.linspace(20.0, 23.0, ramp), np.full(250, 23.0)]
+        live = detect_series(x + rng.normal(0.0, 1.0, len(x))).online_labels
+        assert live is not None
+        runs = [(int(k), len(list(g))) for k, g in itertools.groupby(live.tolist())]
+        flips = [b for a, b, c in zip(runs, runs[1:], runs[2:], strict=False) if a[0] == c[0] and b[1] < 18]
+        assert not flips, (seed, runs)
 
 
 def test_a_random_walk_between_steps_is_a_level_not_a_transition() -> None:

@@ -1243,6 +1243,9 @@ def _settle(
             if s.boundary[0] <= s.current_since[0]:
                 s.reg_kind[s.current[0]] = TRANSITION  # it rode from its start: never a level
             else:
+                # the drift it followed was the ramp: its level is where it was founded, or
+                # the transition would match the regime it left by the level it rode to
+                s.reg_level[s.current[0], :] = s.reg_origin[s.current[0], :]
                 _mean(s.cand_sums[latest], s.cand_ref[latest], level)
                 _switch(s, log, _found(s, p, TRANSITION, level, 1.0, noise), s.boundary[0])
 
