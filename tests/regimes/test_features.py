@@ -164,6 +164,9 @@ def test_level_scaled_columns_tells_noise_that_grows_with_the_level_from_additiv
     assert found.tolist() == [40, 0, 40, 0]
     read = series_inputs(cols, log="auto")  # the last seed's: what a series is read as
     assert read.log == (0, 2) and np.allclose(read.values[:, [0, 2]], np.log(cols[:, [0, 2]]))
+    assert series_inputs(cols, log=np.array([2, 0, 2])).log == (2, 0)  # indices, once each
+    with pytest.raises(InputError, match="'auto' or the indices"):
+        series_inputs(cols, log="rate")  # type: ignore[arg-type]
     # a column that is not all positive has no log; one that barely moves says nothing
     rng = np.random.default_rng(0)
     mult = level * np.exp(rng.normal(0.0, 0.1, 300))

@@ -352,7 +352,9 @@ def series_inputs(
     x = np.asarray(values, dtype=np.float64)
     as_rates = counter_columns(x) if counters else ()
     x = counter_rates(x, as_rates)
-    logged = level_scaled_columns(x) if log == "auto" else tuple(dict.fromkeys(int(j) for j in log))
+    if isinstance(log, str) and log != "auto":
+        raise InputError(f"log is 'auto' or the indices of columns, got {log!r}")
+    logged = level_scaled_columns(x) if isinstance(log, str) else tuple(dict.fromkeys(int(j) for j in log))
     return SeriesInputs(log_columns(x, logged, names), as_rates, logged)
 
 
