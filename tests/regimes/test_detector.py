@@ -375,6 +375,22 @@ def test_a_slow_series_ramp_is_a_transition_not_a_staircase_of_levels() -> None:
         assert abs(h.segments[-1].start_window - 250) <= 10 and h.segments[-1].kind == "level"
 
 
+def test_a_series_far_from_zero_is_read_as_precisely_as_its_steps_show() -> None:
+    # steps of 3 and -2 noise sds, then the same series 10^4 sds from zero (a temperature
+    # in kelvin, bytes in use): the noise floor, 0.1 % of the running mean |y|, was 10 sds
+    # there and no step was found on any of these seeds; at most the rounding noise of the
+    # least step the series has shown, it reads the same changes (a tie dated a row apart)
+    found = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        x = np.r_[np.zeros(150), np.full(150, 3.0), np.full(150, 1.0)] + rng.normal(0.0, 1.0, 450)
+        near = [c.at_window for c in detect_series(x).changes]
+        far = [c.at_window for c in detect_series(x + 1e4).changes]
+        assert len(far) == len(near) and all(abs(a - b) <= 1 for a, b in zip(near, far, strict=True)), seed
+        found += sum(any(abs(r - b) <= 5 for r in far[1:]) for b in (150, 300))
+    assert found >= 32, found  # 35 of the 40 steps
+
+
 @pytest.mark.parametrize("ramp", [80, 150])
 def test_a_level_that_rode_a_ramp_away_is_not_returned_to_at_once(ramp: int) -> None:
     # a level of 20, a ramp of 3 noise sds over ``ramp`` rows, a level: the first level

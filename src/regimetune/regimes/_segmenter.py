@@ -140,6 +140,7 @@ class KernelState(NamedTuple):
     diff_var: np.ndarray  # (d,)
     diff_cov: np.ndarray  # (d,) of consecutive differences
     magnitude: np.ndarray  # (d,) running mean of |y|, for the relative floor of the noise
+    quantum: np.ndarray  # (d,) the least non-zero |first difference| seen (0: none yet)
     # the spread of a regime's level: means of min_regime windows, block to block
     block_sum: np.ndarray  # (d,)
     block_cnt: np.ndarray  # (d,)
@@ -267,6 +268,7 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         diff_var=np.zeros(d),
         diff_cov=np.zeros(d),
         magnitude=np.zeros(d),
+        quantum=np.zeros(d),
         block_sum=np.zeros(d),
         block_cnt=np.zeros(d),
         block_n=one(0),
@@ -308,8 +310,16 @@ def widen_sums(sums: np.ndarray) -> np.ndarray:
 
 @_phase
 def _noise_floor(s: KernelState, p: KernelParams, j: int) -> float:
-    """The least noise variance of feature ``j``: ``noise_floor`` of its magnitude, squared."""
-    return (p.noise_floor * s.magnitude[j]) ** 2 + 1e-12
+    """The least noise variance of feature ``j``: ``noise_floor`` of its magnitude, squared,
+    but at most the rounding noise of the resolution its values have shown (``q^2 / 12``,
+    ``q`` the least non-zero step seen): a value far from zero that moves in fine steps is
+    as precise as its steps show, whatever its offset (a temperature in kelvin, bytes in
+    use)."""
+    floor = (p.noise_floor * s.magnitude[j]) ** 2
+    q = s.quantum[j]
+    if q > 0.0:
+        floor = min(floor, q * q / 12.0)
+    return floor + 1e-12
 
 
 @_phase
@@ -331,6 +341,10 @@ def _learn_noise(
             noise[j] = max(s.noise_var[j], _noise_floor(s, p, j))
             continue
         s.magnitude[j] += (abs(y[j]) - s.magnitude[j]) * lam
+        if s.t[0] > 0 and not np.isnan(s.prev_y[j]):
+            step = abs(y[j] - s.prev_y[j])
+            if step > 0.0 and (s.quantum[j] == 0.0 or step < s.quantum[j]):
+                s.quantum[j] = step
         floor = _noise_floor(s, p, j)
         if s.t[0] > 0 and not np.isnan(s.prev_y[j]):
             diff = y[j] - s.prev_y[j]

@@ -64,7 +64,9 @@ class DetectorParams:
         such as a stalled worker).
     ``noise_floor``
         The noise of a feature is at least this share of its magnitude (a series that
-        repeats exact values is not infinitely precise).
+        repeats exact values is not infinitely precise), but at most the rounding noise of
+        the least step it has shown (``q^2 / 12``), so that a series far from zero against
+        its noise is read as precisely as its steps show.
     ``level_spread``
         How far a steady level of trace windows is taken to wander, block to block of
         ``min_regime_s``, before its own wander has been learnt (a standard deviation in
