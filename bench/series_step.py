@@ -32,7 +32,9 @@ them), for what real series do between and at their changes:
 * ``mult`` and ``gwalk``: ``const`` and ``walk`` made multiplicative, ``20 exp((x - 20) /
   20)``: the noise and the shifts are relative to the level as the additive kinds' are at
   20 (a rate, a latency or a price, whose noise grows with its level), and the levels span
-  up to an order of magnitude.
+  up to an order of magnitude;
+* ``far``: ``const`` plus 10^4, thousands of noise sds from zero (a temperature in kelvin,
+  bytes in use): regimes do not depend on where zero is, so it should score as ``const``.
 
 Every step with either noise model, the defaults, and ruptures PELT (the TCPD bench's
 setting: l2 on the z-scored series, ``3 d log n``) are scored with TCPD's F1 (margin 5) and
@@ -65,9 +67,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tcpd import ours, pelt, standardise
 
 KINDS = ("const", "ar", "drift")
-ALL_KINDS = (*KINDS, "wander", "walk", "ramp", "peak", "mult", "gwalk")
+ALL_KINDS = (*KINDS, "wander", "walk", "ramp", "peak", "mult", "gwalk", "far")
 WALK_SD = {"wander": 0.1, "walk": 0.5}  # the random walk's step sd, as a share of the noise's sd
 MULTIPLICATIVE = {"mult": "const", "gwalk": "walk"}  # a kind, and the additive kind it is made of
+FAR = 1e4  # the offset of ``far``: thousands of noise sds from zero
 DEFAULTS = "ours (defaults)"
 
 
@@ -83,6 +86,9 @@ def labelled_series(seed: int, kinds: tuple[str, ...] = KINDS) -> tuple[np.ndarr
     if kind in MULTIPLICATIVE:
         x, changes, _ = labelled_series(seed, (MULTIPLICATIVE[kind],))
         return 20.0 * np.exp((x - 20.0) / 20.0), changes, kind
+    if kind == "far":
+        x, changes, _ = labelled_series(seed, ("const",))
+        return x + FAR, changes, kind
     sd = float(rng.choice([0.5, 1.0, 2.0, 3.0]))
     signal, bkps = rpt.pw_constant(n, d, k, noise_std=None, seed=int(rng.integers(0, 2**31)))
     noise = rng.normal(0.0, sd, (n, d))
