@@ -375,6 +375,19 @@ def test_a_slow_series_ramp_is_a_transition_not_a_staircase_of_levels() -> None:
         assert abs(h.segments[-1].start_window - 250) <= 10 and h.segments[-1].kind == "level"
 
 
+def test_a_column_that_never_moves_changes_nothing() -> None:
+    # steps of 2 and -1.5 noise sds, and the same series with a constant column beside it
+    # (a configured limit, an "up" gauge): the change penalty and the match threshold
+    # counted it as a feature, which made both stricter, and half of these seeds lost or
+    # moved a change; counted over the features that have moved, the changes are the same
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        x = np.r_[np.zeros(150), np.full(150, 2.0), np.full(150, 0.5)] + rng.normal(0.0, 1.0, 450)
+        alone = [c.at_window for c in detect_series(x).changes]
+        beside = [c.at_window for c in detect_series(np.c_[x, np.full(450, 7.0)]).changes]
+        assert beside == alone, seed
+
+
 def test_a_series_far_from_zero_is_read_as_precisely_as_its_steps_show() -> None:
     # steps of 3 and -2 noise sds, then the same series 10^4 sds from zero (a temperature
     # in kelvin, bytes in use): the noise floor, 0.1 % of the running mean |y|, was 10 sds

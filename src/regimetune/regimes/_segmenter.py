@@ -90,11 +90,12 @@ class KernelParams(NamedTuple):
     """The detector's parameters in windows and nats (see ``DetectorParams`` for their
     meaning in seconds and probabilities)."""
 
-    penalty: float  # nats a change costs
+    log_regime_n: float  # log of a typical regime's windows: a change costs (3 k + 1) / 2 of it
     dwell: int  # windows a new segment holds before it is judged
     min_regime: int  # windows a new level holds to found a regime; an excursion lasts to be one
     match_n: int  # most windows of precision a regime match is judged with, on each side
-    match_chi2: float  # chi-square over all features below which a segment matches a regime
+    # (d + 1,) by k, the features that have moved: the chi-square below which windows match
+    match_chi2: np.ndarray
     noise_weight: float  # smallest EWMA weight of a new squared difference
     noise_clip: float  # differences are clipped at noise_clip standard deviations of the noise
     noise_floor: float  # the noise is at least this share of a feature's magnitude
@@ -102,6 +103,7 @@ class KernelParams(NamedTuple):
     max_regimes: int
     level_prior: float  # a level's variance before blocks are learnt (fades as 1 / (blocks + 1))
     ar_noise: bool  # the noise is AR(1), its coefficient learnt; else white
+    moved_only: bool  # a change and a match count only the features that have moved (series)
     ar_margin: float  # standard errors taken off the AR(1) estimate (its one-sided bound)
     recent: int  # newest candidates always kept
     best: int  # cheapest older candidates kept
@@ -323,6 +325,36 @@ def _noise_floor(s: KernelState, p: KernelParams, j: int) -> float:
 
 
 @_phase
+def _moved(s: KernelState, p: KernelParams) -> int:
+    """How many features carry evidence: for a series (``moved_only``), from its second row
+    on, the columns that have moved (one that never changes, such as a configured limit,
+    adds nothing to a change or a match, and is not counted in their thresholds), at least
+    one; else every feature (a trace window's features are defined: a window without writes
+    has a write rate, and the thresholds for traces were chosen counting it)."""
+    d = s.quantum.shape[0]
+    if not p.moved_only or s.t[0] < 1:
+        return d
+    k = 0
+    for j in range(d):
+        if s.quantum[j] > 0.0:
+            k += 1
+    return max(k, 1)
+
+
+@_phase
+def _penalty(s: KernelState, p: KernelParams) -> float:
+    """Nats a change costs: the BIC of one more segment, 3 parameters a feature that has
+    moved (a line and its variance) and its start, over a typical regime."""
+    return (3.0 * _moved(s, p) + 1.0) / 2.0 * p.log_regime_n
+
+
+@_phase
+def _match_chi2(s: KernelState, p: KernelParams) -> float:
+    """The chi-square, over the features that have moved, below which windows match a level."""
+    return p.match_chi2[_moved(s, p)]
+
+
+@_phase
 def _learn_noise(
     s: KernelState, p: KernelParams, y: np.ndarray, noise: np.ndarray, lag: np.ndarray, ar: np.ndarray
 ) -> None:
@@ -490,7 +522,7 @@ def _open_candidate(s: KernelState, p: KernelParams, y: np.ndarray) -> None:
     (the beam leaves room for one; :func:`_prune_candidates` restores the bound)."""
     n = s.n_cand[0]
     s.cand_start[n] = s.t[0]
-    s.cand_prior[n] = s.best_cost[0] if s.t[0] > 0 else -p.penalty
+    s.cand_prior[n] = s.best_cost[0] if s.t[0] > 0 else -_penalty(s, p)
     s.cand_ref[n, :] = y
     s.cand_sums[n, :, :] = 0.0
     s.n_cand[0] = n + 1
@@ -559,7 +591,7 @@ def _extend_candidates(
 def _prune_candidates(s: KernelState, p: KernelParams, totals: np.ndarray, best: int) -> int:
     """PELT's rule (a start whose partition is already worse than the best one plus a
     change can never win again) and the beam bound. Returns the best candidate's new slot."""
-    limit = totals[best] + p.penalty
+    limit = totals[best] + _penalty(s, p)
     best_start = s.cand_start[best]
     c = 0
     while c < s.n_cand[0]:
@@ -614,7 +646,7 @@ def _match(
     _mean(sums, ref, level)
     n_seg = min(sums[0, 0], p.match_n)
     best = -1
-    best_chi2 = p.match_chi2
+    best_chi2 = _match_chi2(s, p)
     for i in range(s.n_regimes[0] + 1):
         r = s.current[0] if i == 0 else i - 1
         if r < 0 or (i > 0 and r == s.current[0]) or s.reg_kind[r] != STEADY:
@@ -647,7 +679,7 @@ def _moves(s: KernelState, p: KernelParams, sums: np.ndarray, noise: np.ndarray)
             continue
         moved = (n * suy - su * sy) / det * (n - 1.0)
         chi2 += _rise_chi2(s, p, j, moved, _variance(p, noise, sums, j), noise[j], n)
-    return chi2 > p.match_chi2
+    return chi2 > _match_chi2(s, p)
 
 
 @_phase
@@ -731,7 +763,7 @@ def _learn_level_spread(
     for j in range(y.shape[0]):
         if s.block_cnt[j] > 0.0:
             means[j] = s.block_sum[j] / s.block_cnt[j]
-    learn = not (p.ar_noise and k > 1 and _block_step(s, p, means, noise, ar) > p.match_chi2)
+    learn = not (p.ar_noise and k > 1 and _block_step(s, p, means, noise, ar) > _match_chi2(s, p))
     for j in range(y.shape[0]):
         if np.isnan(means[j]):
             continue
@@ -933,7 +965,7 @@ def _line_moves(s: KernelState, p: KernelParams, line: np.ndarray, noise: np.nda
         n = line[j, 2]
         if n >= 2.0:
             chi2 += _rise_chi2(s, p, j, line[j, 1] * (n - 1.0), noise[j], noise[j], n)
-    return chi2 > p.match_chi2
+    return chi2 > _match_chi2(s, p)
 
 
 @_phase
@@ -999,7 +1031,7 @@ def _off_line(
         w_new = 1.0 / sums[0] + mean_u * mean_u / new_sxx
         jump = new - (value + slope * dt)
         away = value - origin[j]  # how far the line has moved from where the transition set out
-        if away * away > p.match_chi2 * noise[j] * (1.0 / min(n, p.match_n)) and (
+        if away * away > _match_chi2(s, p) * noise[j] * (1.0 / min(n, p.match_n)) and (
             away * jump > 0.0 or (abs(jump) < abs(away) and new_slope * away > 0.0)
         ):
             # a step further the way the transition moves, or part of the way back by a
@@ -1007,7 +1039,7 @@ def _off_line(
             continue
         w_line = 1.0 / n + (du + dt) ** 2 / sxx
         chi2 += jump * jump / (noise[j] * (w_line + w_new) + 2.0 * _level_spread(s, p, j))
-    return chi2 > p.match_chi2
+    return chi2 > _match_chi2(s, p)
 
 
 @_phase
@@ -1045,7 +1077,7 @@ def _same_level(s: KernelState, p: KernelParams, stats: np.ndarray, c: int, nois
             mean_b = s.cand_ref[c, j] + sums[j, 3] / n_b
             var = _variance(p, noise, sums, j)
             chi2 += _level_chi2(s, p, j, n_a, stats[j, 1] / n_a, n_b, mean_b, var)
-    return chi2 <= p.match_chi2
+    return chi2 <= _match_chi2(s, p)
 
 
 @_phase
@@ -1062,7 +1094,7 @@ def _extend_run(s: KernelState, p: KernelParams, ended: np.ndarray, noise: np.nd
             rss = max(ended[j, 2] - n_b * mean_b * mean_b, 0.0)
             var = _shrink(p, rss, n_b, max(noise[j], 1e-12))
             chi2 += _level_chi2(s, p, j, n_a, run[j, 1] / n_a, n_b, mean_b, var)
-    if run[0, 0] >= 1.0 and chi2 <= p.match_chi2:
+    if run[0, 0] >= 1.0 and chi2 <= _match_chi2(s, p):
         run += ended
     else:
         run[:, :] = ended
@@ -1288,7 +1320,7 @@ def _rode_away(s: KernelState, p: KernelParams, noise: np.ndarray, ar: np.ndarra
             spread = max(_level_spread(s, p, j), _mean_var(noise[j], phi, m))
             founding = _mean_var(noise[j], phi, max(s.reg_origin_n[cur], 1.0))
             chi2 += away * away / (spread * (held / m + 1.0) + founding)
-    return chi2 > p.match_chi2
+    return chi2 > _match_chi2(s, p)
 
 
 @_phase
@@ -1316,7 +1348,7 @@ def _at_level(s: KernelState, p: KernelParams, stats: np.ndarray, noise: np.ndar
         if n >= 1.0 and not np.isnan(s.reg_level[cur, j]):
             mean = stats[j, 1] / n
             chi2 += _level_chi2(s, p, j, n, mean, max(s.reg_n[cur], 1.0), s.reg_level[cur, j], noise[j])
-    return chi2 <= p.match_chi2
+    return chi2 <= _match_chi2(s, p)
 
 
 @_phase
@@ -1346,7 +1378,7 @@ def _step(
     _open_candidate(s, p, y)
     best = _extend_candidates(s, p, y, w.lag, count_var, w.noise, w.ar, w.totals)
     best = _prune_candidates(s, p, w.totals, best)
-    s.best_cost[0] = w.totals[best] + p.penalty
+    s.best_cost[0] = w.totals[best] + _penalty(s, p)
     t = s.t[0]
     start = s.cand_start[best]
     if start > s.boundary[0] and t - start + 1 >= p.dwell:

@@ -239,6 +239,7 @@ class DetectorParams:
         series (its rows) or of a trace (its windows' features)."""
         # imported here: the service's settings hold these parameters, and reading them
         # needs neither scipy nor the compiled kernel
+        import numpy as np
         from scipy.stats import chi2, norm
 
         from regimetune.regimes._segmenter import KernelParams
@@ -248,11 +249,11 @@ class DetectorParams:
         regime_n = max(self.regime_s / window_s, math.e)
         min_regime = self.windows(self.min_regime_s, window_s)
         return KernelParams(
-            penalty=(3 * d + 1) / 2.0 * math.log(regime_n),
+            log_regime_n=math.log(regime_n),
             dwell=self.windows(self.dwell_s, window_s),
             min_regime=min_regime,
             match_n=min_regime,
-            match_chi2=float(chi2.isf(self.match_p, d)),
+            match_chi2=np.array([0.0, *(float(chi2.isf(self.match_p, k)) for k in range(1, d + 1))]),
             noise_weight=1.0 - 0.5 ** (window_s / self.noise_half_life_s),
             noise_clip=self.noise_clip,
             noise_floor=self.noise_floor,
@@ -260,6 +261,7 @@ class DetectorParams:
             max_regimes=self.max_regimes,
             level_prior=0.0 if series else self.level_spread**2,
             ar_noise=self.noise_model == "ar1" or (self.noise_model == "auto" and series),
+            moved_only=series,
             ar_margin=float(norm.isf(self.match_p)),
             recent=self.candidates // 2,
             best=self.candidates - self.candidates // 2,
