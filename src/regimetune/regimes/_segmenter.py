@@ -373,13 +373,12 @@ def _learn_noise(
             noise[j] = max(s.noise_var[j], _noise_floor(s, p, j))
             continue
         s.magnitude[j] += (abs(y[j]) - s.magnitude[j]) * lam
-        if s.t[0] > 0 and not np.isnan(s.prev_y[j]):
-            step = abs(y[j] - s.prev_y[j])
-            if step > 0.0 and (s.quantum[j] == 0.0 or step < s.quantum[j]):
-                s.quantum[j] = step
+        has_diff = s.t[0] > 0 and not np.isnan(s.prev_y[j])
+        diff = y[j] - s.prev_y[j] if has_diff else 0.0
+        if diff != 0.0 and (s.quantum[j] == 0.0 or abs(diff) < s.quantum[j]):
+            s.quantum[j] = abs(diff)  # before the floor, which it bounds
         floor = _noise_floor(s, p, j)
-        if s.t[0] > 0 and not np.isnan(s.prev_y[j]):
-            diff = y[j] - s.prev_y[j]
+        if has_diff:
             half_sq = 0.5 * diff * diff
             if n >= p.dwell:
                 bound = p.noise_clip * p.noise_clip * max(s.noise_var[j], floor)
@@ -711,7 +710,7 @@ def _ar_rise_var(noise: float, phi: float, n: float, n_c: float) -> float:
     walk = q * 6.0 * (n * n + 1.0) * (n - 1.0) / (5.0 * n * (n + 1.0))
     if phi >= 1.0:
         return walk
-    return min(12.0 * noise * (1.0 + phi) / ((1.0 - phi) ** 2 * n_c), walk)
+    return min(12.0 * _mean_var(noise, phi, n_c), walk)
 
 
 @_phase
@@ -1020,6 +1019,7 @@ def _off_line(
     transition moves, away from where it set out (``origin``: a decline's drops); one that
     jumps elsewhere does."""
     chi2 = 0.0
+    limit = _match_chi2(s, p)
     for j in range(line.shape[0]):
         value, slope, n, du, sxx = line[j, 0], line[j, 1], line[j, 2], line[j, 3], line[j, 4]
         sums = s.cand_sums[c, j]
@@ -1031,7 +1031,7 @@ def _off_line(
         w_new = 1.0 / sums[0] + mean_u * mean_u / new_sxx
         jump = new - (value + slope * dt)
         away = value - origin[j]  # how far the line has moved from where the transition set out
-        if away * away > _match_chi2(s, p) * noise[j] * (1.0 / min(n, p.match_n)) and (
+        if away * away > limit * noise[j] * (1.0 / min(n, p.match_n)) and (
             away * jump > 0.0 or (abs(jump) < abs(away) and new_slope * away > 0.0)
         ):
             # a step further the way the transition moves, or part of the way back by a
@@ -1039,7 +1039,7 @@ def _off_line(
             continue
         w_line = 1.0 / n + (du + dt) ** 2 / sxx
         chi2 += jump * jump / (noise[j] * (w_line + w_new) + 2.0 * _level_spread(s, p, j))
-    return chi2 > _match_chi2(s, p)
+    return chi2 > limit
 
 
 @_phase
