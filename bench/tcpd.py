@@ -27,8 +27,9 @@ tuning). Methods:
   rows), a column that never decreases (RunLog's distance) read as its increase per row;
   ``ours_white``: the same with ``noise_model="white"`` (the series default until
   ``bench/series_step.py`` chose AR(1), see the README); ``ours_log_auto``: the same with
-  ``log="auto"``, each positive column whose step size grows with its level read in log
-  space (an option: on generated series it failed the rule for a default, see the notes).
+  ``log="auto"``, each positive column whose noise is likelier proportional to its level
+  read in log space (an option: on generated series it failed the rule for a default, see
+  the notes).
 
 Calibration against the issue's figures (mean F1 / cover on the seven series), which this
 setting reproduces: zero 0.483 / 0.384 (exact), BinSeg 0.637 / 0.637 (exact), ADWIN

@@ -272,6 +272,24 @@ def test_series_rows_are_windows_and_changes_are_row_indices() -> None:
     assert detect_series(x[:125]).changes[-1].at_window == pytest.approx(100, abs=1)
 
 
+def test_log_auto_reads_the_series_raw_on_a_copy_then_in_log_space() -> None:
+    # a rate with noise of 10 % of its level and a load with noise of the same sd at every
+    # level; both step at row 150
+    rng = np.random.default_rng(5)
+    rate = np.exp(np.r_[np.full(150, 2.0), np.full(150, 4.0)] + rng.normal(0, 0.1, 300))
+    load = np.r_[np.full(150, 20.0), np.full(150, 26.0)] + rng.normal(0, 1.0, 300)
+    x = np.c_[rate, load]
+    det = OnlineRegimeDetector()
+    h, read = det.detect_series(x, log="auto")
+    assert read.log == (0,) and np.allclose(read.values[:, 0], np.log(rate))
+    named = OnlineRegimeDetector()
+    assert [c.at_window for c in h.changes] == [
+        c.at_window for c in named.detect_series(x, log=[0])[0].changes
+    ]
+    assert det.n_seen == named.n_seen == 300  # the raw reading learnt nothing into the detector
+    assert det.to_state() == named.to_state()
+
+
 def test_a_counter_column_is_read_as_its_increase_per_row() -> None:
     # a run log: the pace (a level) and the distance run so far (a counter, all trend); the
     # runner speeds up at row 100

@@ -167,7 +167,7 @@ def detect_cmd(
             metavar="COLUMN",
             help="With --series: read this column in log space (a rate, a latency, a price: noise that grows "
             "with the level); repeatable, or comma-separated. Its values must be positive. 'auto': the "
-            "positive columns whose step size grows with their level (the JSON lists them).",
+            "positive columns whose noise is likelier proportional to their level (the JSON lists them).",
         ),
     ] = None,
     paper: Annotated[
@@ -350,7 +350,6 @@ def _detect_series(
     false, the columns named in ``log`` in log space (``["auto"]``: those whose noise grows
     with their level)."""
     from regimetune.collectors.series import read_series
-    from regimetune.regimes import series_inputs
 
     s = read_series(trace)
     chosen: list[int] | Literal["auto"] = "auto"
@@ -364,10 +363,9 @@ def _detect_series(
         chosen = [s.names.index(name) for name in log]
     det = online_detector(window, k, params)
     try:
-        x, as_rates, logged = series_inputs(s.values, counters=counters, log=chosen, names=s.names)
+        h, (_, as_rates, logged) = det.detect_series(s.values, counters=counters, log=chosen, names=s.names)
     except InputError as exc:
         raise InputError(f"{trace}: {exc}") from None
-    h = det.detect_array(x, names=s.names)
     changes = [
         {
             "from_id": c.from_id,

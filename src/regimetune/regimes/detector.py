@@ -34,6 +34,7 @@ The detector is a river :class:`~river.base.Clusterer`, so it composes in river 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -53,7 +54,7 @@ from regimetune.models import (
 )
 from regimetune.models.regimes import RegimeHistory
 from regimetune.regimes import _segmenter
-from regimetune.regimes.features import FeatureExtractor, series_inputs
+from regimetune.regimes.features import FeatureExtractor, SeriesInputs, series_inputs
 from regimetune.regimes.hindsight import Reading, in_hindsight, merged_changes, start_drift
 from regimetune.regimes.params import DetectorParams
 
@@ -364,6 +365,26 @@ class OnlineRegimeDetector(base.Clusterer):
         stats = {f"mean_{name}": x[:, j] for j, name in enumerate(cols)}
         return _history(frame, labels, online, changes, t0, self.regimes, stats=stats)
 
+    def detect_series(
+        self,
+        values: np.ndarray,
+        *,
+        names: tuple[str, ...] | None = None,
+        step_s: float | None = None,
+        counters: bool = True,
+        log: Sequence[int] | Literal["auto"] = (),
+    ) -> tuple[RegimeHistory, SeriesInputs]:
+        """:meth:`detect_array` on a series as :func:`detect_series` reads it, and what was
+        read. ``log="auto"`` needs the change rows of the series read raw: a copy of this
+        detector replays it raw first (the series is replayed twice)."""
+        changes: list[int] = []
+        if isinstance(log, str):
+            raw = series_inputs(values, counters=counters, names=names).values
+            h = copy.deepcopy(self).detect_array(raw, names=names, step_s=step_s)
+            changes = [c.at_window - self.n_seen for c in h.changes if c.from_id is not None]
+        inputs = series_inputs(values, counters=counters, log=log, names=names, changes=changes)
+        return self.detect_array(inputs.values, names=names, step_s=step_s), inputs
+
     # -- persistence ---------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         """Everything learnt, as JSON-serialisable data with a ``format_version``."""
@@ -464,9 +485,8 @@ def detect_series(
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
     [(None, 0, 0), (0, 1, 100)]
     """
-    x = series_inputs(values, counters=counters, log=log, names=names).values
     det = OnlineRegimeDetector.from_params(params or DetectorParams())
-    return det.detect_array(x, names=names, step_s=step_s)
+    return det.detect_series(values, names=names, step_s=step_s, counters=counters, log=log)[0]
 
 
 def compile_kernel() -> None:
