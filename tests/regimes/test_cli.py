@@ -258,6 +258,12 @@ def test_series_log_auto_reads_the_columns_whose_noise_grows_with_their_level(tm
     )
     assert auto["log"] == named["log"] == ["rate"]
     assert auto["changes"] == named["changes"]
+    # read raw, the output names the column --log auto would read in log space
+    raw = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json"]).output)
+    assert raw["log"] == [] and raw["log_suggested"] == ["rate"]
+    assert auto["log_suggested"] == named["log_suggested"] == []
+    table = runner.invoke(app, ["detect", str(path), "--series"]).output
+    assert "the noise of rate grows with the level: --log auto" in " ".join(table.split())
     res = runner.invoke(app, ["detect", str(path), "--series", "--log", "auto,load"])
     assert res.exit_code == 2 and "'auto' stands alone" in res.output
 

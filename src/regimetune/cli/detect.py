@@ -350,6 +350,7 @@ def _detect_series(
     false, the columns named in ``log`` in log space (``["auto"]``: those whose noise grows
     with their level)."""
     from regimetune.collectors.series import read_series
+    from regimetune.regimes import level_scaled_columns
 
     s = read_series(trace)
     chosen: list[int] | Literal["auto"] = "auto"
@@ -363,9 +364,12 @@ def _detect_series(
         chosen = [s.names.index(name) for name in log]
     det = online_detector(window, k, params)
     try:
-        h, (_, as_rates, logged) = det.detect_series(s.values, counters=counters, log=chosen, names=s.names)
+        h, (read, as_rates, logged) = det.detect_series(s.values, counters=counters, log=chosen, names=s.names)
     except InputError as exc:
         raise InputError(f"{trace}: {exc}") from None
+    rows = [c.at_window for c in h.changes if c.from_id is not None]
+    # the columns read raw that --log auto would read in log space on these changes
+    suggested = [s.names[j] for j in level_scaled_columns(read, rows) if j not in logged]
     changes = [
         {
             "from_id": c.from_id,
@@ -400,6 +404,7 @@ def _detect_series(
             "columns": list(s.names),
             "counters": [s.names[j] for j in as_rates],
             "log": [s.names[j] for j in logged],
+            "log_suggested": suggested,
             "window_s": window,
             "noise_ar1": det.noise_ar1,
             "n_regimes": h.n_regimes,
@@ -429,6 +434,13 @@ def _detect_series(
         )
     console = Console()
     print_tables(console, t)
+    if suggested:
+        console.print(
+            f"the noise of {', '.join(suggested)} grows with the level: --log auto reads "
+            + ("it" if len(suggested) == 1 else "them")
+            + " in log space",
+            highlight=False,
+        )
     if state is not None:
         console.print(f"saved detector state to {state}", highlight=False)
 
