@@ -364,7 +364,9 @@ def _detect_series(
         chosen = [s.names.index(name) for name in log]
     det = online_detector(window, k, params)
     try:
-        h, (read, as_rates, logged) = det.detect_series(s.values, counters=counters, log=chosen, names=s.names)
+        h, (read, as_rates, logged) = det.detect_series(
+            s.values, counters=counters, log=chosen, names=s.names
+        )
     except InputError as exc:
         raise InputError(f"{trace}: {exc}") from None
     rows = [c.at_window for c in h.changes if c.from_id is not None]
@@ -421,8 +423,8 @@ def _detect_series(
     t = Table(
         title=f"{trace.name}: online detector, {h.n_regimes} regimes, one row = {window:g} s{read_as}{noise}"
     )
-    read = [f"log {n}" if j in logged else n for j, n in enumerate(s.names)]  # the mean is of what was read
-    for name in ("regime", "kind", "rows", "from", *(f"mean {n}" for n in read)):
+    heads = [f"log {n}" if j in logged else n for j, n in enumerate(s.names)]  # the mean is of what was read
+    for name in ("regime", "kind", "rows", "from", *(f"mean {n}" for n in heads)):
         t.add_column(name, justify="right")
     for g in segments:
         t.add_row(
