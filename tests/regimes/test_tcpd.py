@@ -193,3 +193,8 @@ def test_a_price_read_in_log_space_scores_higher(series: dict[str, TcpdSeries]) 
     raw = [c.at_window for c in detect_series(s.values).changes][1:]
     logged = [c.at_window for c in detect_series(s.values, log=[0]).changes][1:]
     assert tcpd_f1(s.annotations, logged, s.n) > tcpd_f1(s.annotations, raw, s.n)
+    # and the data say so: inside the raw reading's segments, its differences are likelier as
+    # noise proportional to the level than as noise of one size (log="auto")
+    from regimetune.regimes import OnlineRegimeDetector
+
+    assert OnlineRegimeDetector().detect_series(s.values, log="auto")[1].log == (0,)
