@@ -176,7 +176,7 @@ def test_level_scaled_columns_tells_noise_that_grows_with_the_level_from_additiv
     cuts = list(range(30, 300, 30))
     for seed in range(10):
         x = flips + np.random.default_rng(seed).normal(0.0, 1.0, 300)
-        assert level_scaled_columns(x, cuts) == () and level_scaled_columns(x) == (0,)
+        assert level_scaled_columns(x, cuts) == () and level_scaled_columns(x, []) == (0,)
     # a column that is not all positive has no log; one that barely moves says nothing
     rng = np.random.default_rng(0)
     mult = level * np.exp(rng.normal(0.0, 0.1, 300))

@@ -267,7 +267,7 @@ def counter_rates(values: np.ndarray, columns: Sequence[int]) -> np.ndarray:
 
 
 def level_scaled_columns(
-    values: np.ndarray, changes: Sequence[int] = (), *, min_steps: int = 10
+    values: np.ndarray, changes: Sequence[int], *, min_steps: int = 10
 ) -> tuple[int, ...]:
     """Columns of a series whose noise grows with their level, as a rate's, a latency's or a
     price's does: each all positive, with at least ``min_steps`` rows that moved, whose first
