@@ -48,6 +48,21 @@ def test_a_level_the_change_test_cut_in_two_is_one_regime_with_all_its_windows(s
     assert h.n_regimes == 1 and false_changes_per_hour(h.changes, float(len(frame)) * 10.0) == 0.0
 
 
+def test_a_segment_the_change_test_re_dates_is_not_a_transition_at_once() -> None:
+    # on this run (a held-out seed of bench/regimes.py, 4 h, 256 workers, 60-s windows) the
+    # change test re-dated its last cut at window 142 to 126, over windows it had seen: the
+    # segment behind it was already min_regime_s long and its line had risen with the
+    # plateau's wander, so it became a transition at once, and nine windows later the level
+    # before it was back: live, regimes 2 -> 3 -> 2. A cut is evidence only with the windows
+    # that came after it (the boundary must have stood min_regime - dwell windows)
+    cfg = GeneratorConfig(duration_s=4 * 3600.0, workers=256, seed=3160, preset="parsplice")
+    frame = window_frame(generate(cfg), window_s=60.0)
+    h = OnlineRegimeDetector().detect(frame)
+    assert h.online_labels is not None
+    assert reversals(regimes_entered(h.online_labels)) == 0
+    assert reversals([c.to_id for c in h.changes]) == 0 and h.n_regimes == 4
+
+
 @pytest.mark.parametrize("seed", [6, 7])
 def test_a_parsplice_run_is_found_without_reversals(seed: int) -> None:
     frame = run("parsplice", seed, 60.0)

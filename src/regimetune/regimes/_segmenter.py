@@ -118,6 +118,7 @@ class KernelState(NamedTuple):
     current_since: np.ndarray  # (1,) first window of the segment that founded or entered it
     n_regimes: np.ndarray  # (1,)
     boundary: np.ndarray  # (1,) first window of the last committed segment
+    boundary_t: np.ndarray  # (1,) the window at which it was committed
     excursion: np.ndarray  # (1,) first window of an unresolved excursion (-1: none)
     exc_first: np.ndarray  # (d, 3) its first segment's windows, sum, sum of squares
     exc_stats: np.ndarray  # (d, 3) the same of all its segments that have ended
@@ -250,6 +251,7 @@ def new_state(d: int, p: KernelParams) -> KernelState:
         current_since=one(0),
         n_regimes=one(0),
         boundary=one(0),
+        boundary_t=one(0),
         excursion=one(0),  # the first regime is founded like any other
         exc_first=np.zeros((d, 3)),
         exc_stats=np.zeros((d, 3)),
@@ -871,6 +873,7 @@ def _commit(s: KernelState, start: int) -> None:
     """The segment from ``start`` is confirmed: earlier starts can no longer be the last
     change (the costs are re-based so they stay small over long runs)."""
     s.boundary[0] = start
+    s.boundary_t[0] = s.t[0]
     c = 0
     while c < s.n_cand[0]:
         if s.cand_start[c] < start:
@@ -1129,6 +1132,17 @@ def _add(
 
 
 @_phase
+def _stood(s: KernelState, p: KernelParams) -> bool:
+    """Has the last committed boundary stood ``min_regime - dwell`` windows since the change
+    test drew it? A boundary drawn over windows already seen (the test re-dating its last
+    cut) chose the segment behind it to fit them, so that segment's line is evidence only
+    with windows that came after the cut. A boundary committed as soon as the test can
+    (``dwell`` windows into its segment) has stood as long once its segment has lasted
+    ``min_regime``."""
+    return s.t[0] - s.boundary_t[0] >= p.min_regime - p.dwell
+
+
+@_phase
 def _held_since(s: KernelState, p: KernelParams, latest: int, noise: np.ndarray) -> int:
     """The first window of a level that holds now, or -1. A level holds when the best
     partition still ends with the committed segment, its line does not move (no change
@@ -1270,6 +1284,7 @@ def _settle(
             and s.reg_kind[cur] == STEADY
             and s.cand_start[latest] == s.boundary[0]
             and committed_lasted
+            and _stood(s, p)
             and _moves(s, p, s.cand_sums[latest], noise)
         )
     ):

@@ -62,7 +62,7 @@ from regimetune.regimes.params import DetectorParams
 #: line-test kernel's (before the change test was a penalised likelihood); they cannot be
 #: converted and are refused with a message that says what to do. Later formats load, with
 #: the kernel state added since their version at its initial value (:data:`_ADDED_IN`).
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11
 #: Kernel state and the format that added it: format 4 the window held back (the dip test)
 #: and the run of segments at one level, format 5 the line a transition left at a jump,
 #: format 6 the noise's autocorrelation (and lag columns in the segment sums, which
@@ -71,14 +71,16 @@ FORMAT_VERSION = 10
 #: format 8 the sums of an excursion's ended segments (whether it came back is judged on
 #: all of it), format 9 the level each regime was founded at (an earlier state's regimes
 #: take the level they hold as it, see :data:`_FOUNDED_AS`), format 10 the least step each
-#: feature has shown (an earlier state's is unknown, 0, and its noise floor as before).
+#: feature has shown (an earlier state's is unknown, 0, and its noise floor as before),
+#: format 11 the window at which the last boundary was committed (an earlier state's is 0:
+#: its boundary has stood).
 _ADDED_IN = (
     dict.fromkeys(("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats"), 4)
     | dict.fromkeys(("exc_line", "last_line"), 5)
     | dict.fromkeys(("diff_last", "diff_mean", "diff_var", "diff_cov"), 6)
     | {"diff_prev": 7, "exc_stats": 8}
     | dict.fromkeys(("reg_origin", "reg_origin_n"), 9)
-    | {"quantum": 10}
+    | {"quantum": 10, "boundary_t": 11}
 )
 #: Kernel state added since a saved format that starts as a copy of another field.
 _FOUNDED_AS = {"reg_origin": "reg_level", "reg_origin_n": "reg_n"}
