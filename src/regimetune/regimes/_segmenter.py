@@ -1264,7 +1264,9 @@ def _settle(
     windows without a level holding, and has not come back (its latest segment, and its
     windows as a whole), is a transition, and so, under white noise, is one from
     a steady level whose latest segment has moved for ``min_regime`` windows (a decline the
-    change test reads as one line, which it ends only where the line turns level). Else the
+    change test reads as one line, which it ends only where the line turns level) once the
+    segment's boundary has stood (:func:`_stood`: a cut re-dated over windows already seen
+    waits for windows after it). Else the
     regime in force learns the window; under AR(1) noise, a steady level that has ridden
     away from where it was founded (:func:`_rode_away`: a ramp it followed as drift) is a
     transition from its latest committed segment on."""
