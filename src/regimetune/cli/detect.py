@@ -369,9 +369,12 @@ def _detect_series(
         )
     except InputError as exc:
         raise InputError(f"{trace}: {exc}") from None
-    rows = [c.at_window for c in h.changes if c.from_id is not None]
-    # the columns read raw that --log auto would read in log space on these changes
-    suggested = [s.names[j] for j in level_scaled_columns(read, rows) if j not in logged]
+    # the columns read raw that --log auto would read in log space on these changes (with
+    # --log auto it has decided, on the raw reading's changes: nothing to suggest)
+    suggested: list[str] = []
+    if chosen != "auto":
+        rows = [c.at_window for c in h.changes if c.from_id is not None]
+        suggested = [s.names[j] for j in level_scaled_columns(read, rows) if j not in logged]
     changes = [
         {
             "from_id": c.from_id,
