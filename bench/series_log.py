@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 from scipy.stats import binomtest
 
+from regimetune.regimes import SERIES_STEP_S, OnlineRegimeDetector
 from regimetune.regimes.metrics import tcpd_cover, tcpd_f1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from series_step import ALL_KINDS, labelled_series
-from tcpd import ours
 
 
 @dataclass(frozen=True)
@@ -69,30 +69,32 @@ RULE_SETS = tuple(
 GAIN_SET = "mult,gwalk"  # the set the option is for: it must gain by more than two standard errors
 
 
-def score(seed: int, kinds: tuple[str, ...]) -> tuple[int, str, float, float]:
-    """One series' F1 + cover read raw and with ``log="auto"``."""
+def score(seed: int, kinds: tuple[str, ...]) -> tuple[int, str, float, float, bool]:
+    """One series' F1 + cover read raw and with ``log="auto"``, and whether that logged a column."""
     x, truth, kind = labelled_series(seed, kinds)
     ann = {"truth": truth}
     out = []
     for log in ((), "auto"):
-        cps = ours(x, log=log)
+        h, read = OnlineRegimeDetector().detect_series(x, step_s=SERIES_STEP_S, log=log)
+        cps = sorted({c.at_window for c in h.changes if c.from_id is not None})
         out.append(tcpd_f1(ann, cps, len(x)) + tcpd_cover(ann, cps, len(x)))
-    return seed, kind, out[0], out[1]
+    return seed, kind, out[0], out[1], bool(read.log)
 
 
-def judge(s: SeriesSet, rows: list[tuple[int, str, float, float]]) -> dict[str, Any]:
-    d = np.array([auto - raw for _, _, raw, auto in rows])
+def judge(s: SeriesSet, rows: list[tuple[int, str, float, float, bool]]) -> dict[str, Any]:
+    d = np.array([auto - raw for _, _, raw, auto, _ in rows])
     gains, losses = int((d > 1e-12).sum()), int((d < -1e-12).sum())
     changed = gains + losses
     # one-sided: do the losses outnumber the gains by more than chance (p = 1/2) would?
     p_loss = binomtest(losses, changed, 0.5, alternative="greater").pvalue if changed else 1.0
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
-    per_kind = {k: float(np.mean([a - r for _, kk, r, a in rows if kk == k])) for k in s.kinds}
+    per_kind = {k: float(np.mean([a - r for _, kk, r, a, _ in rows if kk == k])) for k in s.kinds}
     return {
         "set": s.name,
         "seeds": [s.seed0, s.seed0 + s.n - 1],
-        "raw": float(np.mean([r for *_, r, _ in rows])),
-        "auto": float(np.mean([a for *_, a in rows])),
+        "raw": float(np.mean([r for _, _, r, _, _ in rows])),
+        "auto": float(np.mean([a for _, _, _, a, _ in rows])),
+        "logged": sum(logged for *_, logged in rows),
         "diff": float(d.mean()),
         "se": se,
         "gains": gains,
@@ -112,7 +114,12 @@ def rule(results: list[dict[str, Any]], pooled: np.ndarray) -> dict[str, Any]:
     gain = [r for r in results if r["set"] == GAIN_SET]
     gains = bool(gain) and gain[0]["diff"] > 2 * gain[0]["se"]
     verdict = "default" if gains and pooled.mean() >= 0 and not failed else "option" if gains else "dropped"
-    return {"failed_sets": failed, "gain_set_passes": gains, "pooled_falls": bool(pooled.mean() < 0), "verdict": verdict}
+    return {
+        "failed_sets": failed,
+        "gain_set_passes": gains,
+        "pooled_falls": bool(pooled.mean() < 0),
+        "verdict": verdict,
+    }
 
 
 def main() -> None:
@@ -130,11 +137,11 @@ def main() -> None:
             rows = list(pool.map(score, range(s.seed0, s.seed0 + s.n), [s.kinds] * s.n, chunksize=4))
             r = judge(s, rows)
             results.append(r)
-            pooled += [auto - raw for _, _, raw, auto in rows]
+            pooled += [auto - raw for _, _, raw, auto, _ in rows]
             print(
                 f"{s.name:12} {r['seeds'][0]}-{r['seeds'][1]}  raw {r['raw']:.4f}  auto {r['auto']:.4f}  "
                 f"diff {r['diff']:+.4f} (se {r['se']:.4f})  {r['gains']} gain / {r['losses']} lose "
-                f"(sign p {r['p_losses']:.3f})  worst {r['worst']}",
+                f"(sign p {r['p_losses']:.3f}), {r['logged']} logged  worst {r['worst']}",
                 flush=True,
             )
     p = np.array(pooled)

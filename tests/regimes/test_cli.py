@@ -252,20 +252,30 @@ def test_series_log_auto_reads_the_columns_whose_noise_grows_with_their_level(tm
             ]
         )
     )
+    default = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json"]).output)
     auto = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "auto"]).output)
     named = json.loads(
         runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "rate"]).output
     )
-    assert auto["log"] == named["log"] == ["rate"]
-    assert auto["changes"] == named["changes"]
+    assert default["log"] == auto["log"] == named["log"] == ["rate"]
+    assert default["changes"] == auto["changes"] == named["changes"]
     # read raw, the output names the column --log auto would read in log space
-    raw = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json"]).output)
+    raw = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "none"]).output)
     assert raw["log"] == [] and raw["log_suggested"] == ["rate"]
     assert auto["log_suggested"] == named["log_suggested"] == []
-    table = runner.invoke(app, ["detect", str(path), "--series"]).output
+    table = runner.invoke(app, ["detect", str(path), "--series", "--log", "none"]).output
     assert "the noise of rate grows with the level: --log auto" in " ".join(table.split())
-    res = runner.invoke(app, ["detect", str(path), "--series", "--log", "auto,load"])
-    assert res.exit_code == 2 and "'auto' stands alone" in res.output
+    assert "grows with the level" not in runner.invoke(app, ["detect", str(path), "--series"]).output
+    for mixed in ("auto,load", "none,load"):
+        res = runner.invoke(app, ["detect", str(path), "--series", "--log", mixed])
+        assert res.exit_code == 2 and f"'{mixed.split(',')[0]}' stands alone" in res.output
+    # a column named none is that column
+    named_none = tmp_path / "none.csv"
+    named_none.write_text(path.read_text().replace("time,rate,load", "time,none,load", 1))
+    out = json.loads(
+        runner.invoke(app, ["detect", str(named_none), "--series", "--json", "--log", "none"]).output
+    )
+    assert out["log"] == ["none"]
 
 
 def test_series_log_refuses_what_has_no_log(tmp_path: Path) -> None:

@@ -288,6 +288,17 @@ def test_log_auto_reads_the_series_raw_on_a_copy_then_in_log_space() -> None:
     ]
     assert det.n_seen == named.n_seen == 300  # the raw reading learnt nothing into the detector
     assert det.to_state() == named.to_state()
+    # where nothing is logged the raw reading is the reading: the detector keeps what it
+    # learnt on it (one replay), as if told to read raw, and goes on from there alike
+    raw, told = OnlineRegimeDetector(), OnlineRegimeDetector()
+    h_raw, read_raw = raw.detect_series(x[:, 1:])
+    assert read_raw.log == ()
+    h_told = told.detect_series(x[:, 1:], log=())[0]
+    assert [c.at_window for c in h_raw.changes] == [c.at_window for c in h_told.changes] == [0, 150]
+    assert raw.to_state() == told.to_state()
+    more = np.c_[load[::-1]]
+    assert raw.detect_series(more)[0].changes == told.detect_series(more, log=())[0].changes
+    assert raw.to_state() == told.to_state()
 
 
 def test_a_counter_column_is_read_as_its_increase_per_row() -> None:

@@ -190,7 +190,7 @@ def test_a_price_read_in_log_space_scores_higher(series: dict[str, TcpdSeries]) 
     from regimetune.regimes import detect_series
 
     s = series["bitcoin"]
-    raw = [c.at_window for c in detect_series(s.values).changes][1:]
+    raw = [c.at_window for c in detect_series(s.values, log=()).changes][1:]
     logged = [c.at_window for c in detect_series(s.values, log=[0]).changes][1:]
     assert tcpd_f1(s.annotations, logged, s.n) > tcpd_f1(s.annotations, raw, s.n)
     # and the data say so: inside the raw reading's segments, its differences are likelier as
@@ -198,3 +198,4 @@ def test_a_price_read_in_log_space_scores_higher(series: dict[str, TcpdSeries]) 
     from regimetune.regimes import OnlineRegimeDetector
 
     assert OnlineRegimeDetector().detect_series(s.values, log="auto")[1].log == (0,)
+    assert [c.at_window for c in detect_series(s.values).changes][1:] == logged  # the default

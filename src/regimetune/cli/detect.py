@@ -166,8 +166,9 @@ def detect_cmd(
             "--log",
             metavar="COLUMN",
             help="With --series: read this column in log space (a rate, a latency, a price: noise that grows "
-            "with the level); repeatable, or comma-separated. Its values must be positive. 'auto': the "
-            "positive columns whose noise is likelier proportional to their level (the JSON lists them).",
+            "with the level); repeatable, or comma-separated. Its values must be positive. 'auto' (the "
+            "default): the positive columns whose noise is likelier proportional to their level (the JSON "
+            "lists them); 'none': every column raw.",
         ),
     ] = None,
     paper: Annotated[
@@ -229,7 +230,7 @@ def detect_cmd(
                 as_json=as_json,
                 state=state,
                 counters=not raw_counters,
-                log=[name.strip() for item in log or [] for name in item.split(",") if name.strip()],
+                log=[name.strip() for item in log or ["auto"] for name in item.split(",") if name.strip()],
             )
             return
         if paper and state is not None:
@@ -348,16 +349,23 @@ def _detect_series(
     """``detect --series``: regimes of a CSV series, each row one window of ``window`` s; a
     counter column (it never decreases) read as its increase per row unless ``counters`` is
     false, the columns named in ``log`` in log space (``["auto"]``: those whose noise grows
-    with their level)."""
+    with their level; ``["none"]``: none)."""
     from regimetune.collectors.series import read_series
     from regimetune.regimes import level_scaled_columns
 
     s = read_series(trace)
     chosen: list[int] | Literal["auto"] = "auto"
-    if log != ["auto"] or "auto" in s.names:  # a column named auto is that column
+    if log == ["none"] and "none" not in s.names:  # a column named none (or auto) is that column
+        chosen = []
+    elif log != ["auto"] or "auto" in s.names:
         unknown = [name for name in log if name not in s.names]
         if unknown:
-            why = " ('auto' stands alone)" if "auto" in unknown else ""
+            alone = [w for w in ("auto", "none") if w in unknown]
+            why = (
+                f" ({' and '.join(repr(w) for w in alone)} stand{'s' * (len(alone) == 1)} alone)"
+                if alone
+                else ""
+            )
             raise ConfigError(
                 f"--log names columns {unknown} that {trace.name} does not have{why}; it has {list(s.names)}"
             )

@@ -374,17 +374,24 @@ class OnlineRegimeDetector(base.Clusterer):
         names: tuple[str, ...] | None = None,
         step_s: float | None = None,
         counters: bool = True,
-        log: Sequence[int] | Literal["auto"] = (),
+        log: Sequence[int] | Literal["auto"] = "auto",
     ) -> tuple[RegimeHistory, SeriesInputs]:
         """:meth:`detect_array` on a series as :func:`detect_series` reads it, and what was
         read. ``log="auto"`` needs the change rows of the series read raw: a copy of this
-        detector replays it raw first (the series is replayed twice)."""
-        changes: list[int] = []
-        if isinstance(log, str):
-            raw = series_inputs(values, counters=counters, names=names).values
-            h = copy.deepcopy(self).detect_array(raw, names=names, step_s=step_s)
-            changes = [c.at_window - self.n_seen for c in h.changes if c.from_id is not None]
+        detector replays it raw first; where that logs no column, the copy's reading is the
+        reading and this detector takes what the copy learnt (one replay), else it replays
+        the series in log space."""
+        if not isinstance(log, str):
+            inputs = series_inputs(values, counters=counters, log=log, names=names)
+            return self.detect_array(inputs.values, names=names, step_s=step_s), inputs
+        raw = series_inputs(values, counters=counters, names=names)
+        twin = copy.deepcopy(self)
+        h = twin.detect_array(raw.values, names=names, step_s=step_s)
+        changes = [c.at_window - self.n_seen for c in h.changes if c.from_id is not None]
         inputs = series_inputs(values, counters=counters, log=log, names=names, changes=changes)
+        if not inputs.log:
+            vars(self).update(vars(twin))
+            return h, inputs
         return self.detect_array(inputs.values, names=names, step_s=step_s), inputs
 
     # -- persistence ---------------------------------------------------------------------
@@ -472,16 +479,18 @@ def detect_series(
     step_s: float = SERIES_STEP_S,
     params: DetectorParams | None = None,
     counters: bool = True,
-    log: Sequence[int] | Literal["auto"] = (),
+    log: Sequence[int] | Literal["auto"] = "auto",
 ) -> RegimeHistory:
     """Regimes of a numeric series (rows are steps, columns features): each row is one
     window of ``step_s`` seconds, so the detector's durations count rows (``min_regime_s``
     900 s = 18 rows at the default 50 s; pass a metric's scrape interval as ``step_s`` to
     keep the service's durations). With ``counters``, a column that never decreases is
-    read as its increase per row (:func:`~regimetune.regimes.features.counter_columns`);
-    the columns ``log`` are read in log space (rates, latencies: noise that grows with the
-    level; :func:`~regimetune.regimes.features.log_columns`), or with ``"auto"`` those whose
-    noise grows with their level (:func:`~regimetune.regimes.features.level_scaled_columns`).
+    read as its increase per row (:func:`~regimetune.regimes.features.counter_columns`).
+    With ``log="auto"`` (the default) each positive column whose noise grows with its level
+    is read in log space (:func:`~regimetune.regimes.features.level_scaled_columns`, judged
+    inside the segments of the series read raw); ``log=[j, ...]`` reads those columns in log
+    space (rates, latencies; :func:`~regimetune.regimes.features.log_columns`) and
+    ``log=()`` every column raw.
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
