@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import pickle
 from dataclasses import asdict
 from pathlib import Path
 
@@ -299,6 +300,28 @@ def test_log_auto_reads_the_series_raw_on_a_copy_then_in_log_space() -> None:
     more = np.c_[load[::-1]]
     assert raw.detect_series(more)[0].changes == told.detect_series(more, log=())[0].changes
     assert raw.to_state() == told.to_state()
+
+
+def test_a_detector_reads_later_series_in_the_space_it_learnt_its_levels_in() -> None:
+    rng = np.random.default_rng(8)
+    rate = np.exp(np.r_[np.full(150, 2.0), np.full(150, 4.0)] + rng.normal(0, 0.1, 300))
+    det = OnlineRegimeDetector()
+    assert det.series_log_ is None
+    assert det.detect_series(rate)[1].log == (0,)
+    # eight rows of the same level: too few moves for the test to judge; read as the first was
+    short = np.exp(4.0 + rng.normal(0, 0.1, 8))
+    _, read = det.detect_series(short)
+    assert read.log == (0,) and np.allclose(read.values, np.log(short))
+    with pytest.raises(InputError, match=r"read columns \[0\] in log space"):
+        det.detect_series(short, log=())
+    assert det.n_seen == 308  # the refused call learnt nothing
+    back = OnlineRegimeDetector.from_state(json.loads(json.dumps(det.to_state())))
+    assert back.series_log_ == (0,) and back.to_state() == det.to_state()
+    assert pickle.loads(pickle.dumps(det)).series_log_ == (0,)
+    # a state saved before the reading was kept has none: its next series is judged afresh
+    old = det.to_state()
+    del old["series_log"]
+    assert OnlineRegimeDetector.from_state(old).series_log_ is None
 
 
 def test_a_counter_column_is_read_as_its_increase_per_row() -> None:

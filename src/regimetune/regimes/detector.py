@@ -380,19 +380,42 @@ class OnlineRegimeDetector(base.Clusterer):
         read. ``log="auto"`` needs the change rows of the series read raw: a copy of this
         detector replays it raw first; where that logs no column, the copy's reading is the
         reading and this detector takes what the copy learnt (one replay), else it replays
-        the series in log space."""
+        the series in log space. The columns read in log space are learnt with the levels
+        (:attr:`series_log_`): a detector that has read a series reads the next one in the
+        same space under ``log="auto"``, and refuses another ``log``."""
+        known = self.series_log_
+        if known is not None:
+            if not isinstance(log, str) and tuple(dict.fromkeys(int(j) for j in log)) != known:
+                raise InputError(
+                    f"this detector has read columns {list(known)} in log space and learnt its levels "
+                    f"there; it cannot read columns {list(log)} so (pass log='auto' to go on as before)"
+                )
+            log = known
         if not isinstance(log, str):
             inputs = series_inputs(values, counters=counters, log=log, names=names)
-            return self.detect_array(inputs.values, names=names, step_s=step_s), inputs
+            history = self.detect_array(inputs.values, names=names, step_s=step_s)
+            self.series_log_ = inputs.log
+            return history, inputs
         raw = series_inputs(values, counters=counters, names=names)
         twin = copy.deepcopy(self)
         h = twin.detect_array(raw.values, names=names, step_s=step_s)
         changes = [c.at_window - self.n_seen for c in h.changes if c.from_id is not None]
         inputs = series_inputs(values, counters=counters, log=log, names=names, changes=changes)
-        if not inputs.log:
-            vars(self).update(vars(twin))
-            return h, inputs
-        return self.detect_array(inputs.values, names=names, step_s=step_s), inputs
+        if inputs.log:
+            return self.detect_series(values, names=names, step_s=step_s, counters=counters, log=inputs.log)
+        vars(self).update(vars(twin))
+        self.series_log_ = ()
+        return h, inputs
+
+    @property
+    def series_log_(self) -> tuple[int, ...] | None:
+        """The columns :meth:`detect_series` read in log space (``()``: none), ``None`` before
+        it has read a series."""
+        return self.__dict__.get("_series_log")
+
+    @series_log_.setter
+    def series_log_(self, columns: tuple[int, ...]) -> None:
+        self.__dict__["_series_log"] = tuple(int(j) for j in columns)
 
     # -- persistence ---------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
@@ -407,6 +430,8 @@ class OnlineRegimeDetector(base.Clusterer):
             out["columns"] = None if self._fx is not None else list(self.feature_names_)
             out["extractor"] = None if self._fx is None else self._fx.to_state()
             out["kernel"] = {k: _json_list(v) for k, v in self._state._asdict().items()}
+        if self.series_log_ is not None:
+            out["series_log"] = list(self.series_log_)
         return out
 
     @classmethod
@@ -450,6 +475,8 @@ class OnlineRegimeDetector(base.Clusterer):
                 if _ADDED_IN[name] > version:
                     loaded[name] = loaded[source].copy()
             det._state = _segmenter.KernelState(**loaded)
+            if state.get("series_log") is not None:  # (states before the seventeenth sitting have none)
+                det.series_log_ = tuple(state["series_log"])
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
