@@ -360,12 +360,7 @@ def _detect_series(
     elif log != ["auto"] or "auto" in s.names:
         unknown = [name for name in log if name not in s.names]
         if unknown:
-            alone = [w for w in ("auto", "none") if w in unknown]
-            why = (
-                f" ({' and '.join(repr(w) for w in alone)} stand{'s' * (len(alone) == 1)} alone)"
-                if alone
-                else ""
-            )
+            why = " ('auto' and 'none' stand alone)" if {"auto", "none"} & set(unknown) else ""
             raise ConfigError(
                 f"--log names columns {unknown} that {trace.name} does not have{why}; it has {list(s.names)}"
             )
