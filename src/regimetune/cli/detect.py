@@ -444,7 +444,7 @@ def _detect_series(
     print_tables(console, t)
     if suggested:
         console.print(
-            f"the noise of {', '.join(suggested)} grows with the level: --log auto reads "
+            f"the noise of {', '.join(suggested)} grows with the level: --log auto (the default) reads "
             + ("it" if len(suggested) == 1 else "them")
             + " in log space",
             highlight=False,
