@@ -9,12 +9,13 @@ its mean and standard error, and a sign test over the series whose score changed
 readings differ only where a column is logged, so a set may differ on a handful of series,
 too few for a standard error to mean much).
 
+    nice .venv/bin/python bench/series_log.py                   # the rule's sets and its verdict, ~20 s
     nice .venv/bin/python bench/series_log.py --set 3-kind:15300:300:const,ar,drift
-    nice .venv/bin/python bench/series_log.py --rule            # the sets of the rule below
 
-``--rule`` runs the sets written down, before their first run, in ``docs/regimes-notes.md``
-("``log="auto"`` as the default", seventeenth sitting), and says whether ``log="auto"``
-passes that rule for a default. The last line printed is one JSON object.
+With no ``--set`` (or with ``--rule``) it runs the sets written down, before their first
+run, in ``docs/regimes-notes.md`` ("``log="auto"`` as the default", seventeenth sitting),
+and says whether ``log="auto"`` passes that rule for a default. The last line printed is
+one JSON object.
 """
 
 from __future__ import annotations
@@ -125,12 +126,11 @@ def rule(results: list[dict[str, Any]], pooled: np.ndarray) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", action="append", default=[], type=SeriesSet.parse, help="NAME:SEED0:N:KINDS")
-    ap.add_argument("--rule", action="store_true", help="the rule's fresh sets, and its verdict")
+    ap.add_argument("--rule", action="store_true", help="the rule's sets and its verdict (the default)")
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
+    a.rule = a.rule or not a.set
     sets = [*(RULE_SETS if a.rule else ()), *a.set]
-    if not sets:
-        ap.error("give --set or --rule")
     results, pooled = [], []
     with ProcessPoolExecutor(a.workers) as pool:
         for s in sets:
