@@ -97,6 +97,10 @@ class OnlineRegimeDetector(base.Clusterer):
     (1, 0, 1)
     """
 
+    #: The columns :meth:`detect_series` read in log space (``()``: none), ``None`` before
+    #: it has read a series; learnt, like the levels, and saved in the state.
+    series_log_: tuple[int, ...] | None = None
+
     def __init__(
         self,
         regime_s: float = _D.regime_s,
@@ -391,31 +395,21 @@ class OnlineRegimeDetector(base.Clusterer):
                     f"there; it cannot read columns {list(log)} so (pass log='auto' to go on as before)"
                 )
             log = known
-        if not isinstance(log, str):
+        if isinstance(log, str):
+            raw = series_inputs(values, counters=counters, names=names)
+            twin = copy.deepcopy(self)
+            h = twin.detect_array(raw.values, names=names, step_s=step_s)
+            changes = [c.at_window - self.n_seen for c in h.changes if c.from_id is not None]
+            inputs = series_inputs(values, counters=counters, log=log, names=names, changes=changes)
+            if not inputs.log:  # the raw reading is the reading: keep what the copy learnt
+                vars(self).update(vars(twin))
+                self.series_log_ = ()
+                return h, inputs
+        else:
             inputs = series_inputs(values, counters=counters, log=log, names=names)
-            history = self.detect_array(inputs.values, names=names, step_s=step_s)
-            self.series_log_ = inputs.log
-            return history, inputs
-        raw = series_inputs(values, counters=counters, names=names)
-        twin = copy.deepcopy(self)
-        h = twin.detect_array(raw.values, names=names, step_s=step_s)
-        changes = [c.at_window - self.n_seen for c in h.changes if c.from_id is not None]
-        inputs = series_inputs(values, counters=counters, log=log, names=names, changes=changes)
-        if inputs.log:
-            return self.detect_series(values, names=names, step_s=step_s, counters=counters, log=inputs.log)
-        vars(self).update(vars(twin))
-        self.series_log_ = ()
+        h = self.detect_array(inputs.values, names=names, step_s=step_s)
+        self.series_log_ = inputs.log
         return h, inputs
-
-    @property
-    def series_log_(self) -> tuple[int, ...] | None:
-        """The columns :meth:`detect_series` read in log space (``()``: none), ``None`` before
-        it has read a series."""
-        return self.__dict__.get("_series_log")
-
-    @series_log_.setter
-    def series_log_(self, columns: tuple[int, ...]) -> None:
-        self.__dict__["_series_log"] = tuple(int(j) for j in columns)
 
     # -- persistence ---------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
@@ -476,7 +470,7 @@ class OnlineRegimeDetector(base.Clusterer):
                     loaded[name] = loaded[source].copy()
             det._state = _segmenter.KernelState(**loaded)
             if state.get("series_log") is not None:  # (states before the seventeenth sitting have none)
-                det.series_log_ = tuple(state["series_log"])
+                det.series_log_ = tuple(int(j) for j in state["series_log"])
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
