@@ -22,9 +22,11 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    turns level, and join a transition shorter than a regime to the level after it,
    :mod:`regimetune.regimes.hindsight`), ``pelt`` (ruptures PELT, l2 on the z-scored
    features with ``3 d log n``, the TCPD bench's setting) and ``paper`` (:func:`paper_kmeans`).
-   On ``fast-decay`` two estimators that know the preset's form date the drift's end, the
-   ceiling of any detector's F1 there: ``hinge_oracle`` (a line that turns level, fitted)
-   and ``kink_genie`` (knows the run's slope and plateau too; fits only where it turns).
+   On ``fast-decay`` three estimators that know the preset's form date the drift's end:
+   ``hinge_oracle`` (a line in the read rate that turns level, fitted), ``kink_genie``
+   (knows the run's slope and plateau too; fits only where it turns) and ``share_step``
+   (one step in the write share, where the preset's reads per write change). The first two
+   read the read rate only and are no ceiling: the write share dates the end to a window.
 2. **TCPD**: :func:`bench.tcpd.run_tcpd` (F1 and cover, margin 5, every annotator) for
    ours and every baseline; the series score, they never tuned anything.
 3. **CloudPhysics** (``../shared/data``, no labels): changes, reversals and regimes at 10-s
@@ -130,8 +132,8 @@ ONLINE = ("online", "online_ar1", "online_no_hindsight")
 
 
 def _kink_labels(frame: WindowFrame, cfg: GeneratorConfig, genie: bool) -> Found:
-    """Where an estimator that knows ``fast-decay``'s form dates the drift's end: the
-    ceiling of any detector's F1 on that preset. The drift is a line in the rate that turns
+    """Where an estimator that knows ``fast-decay``'s form and reads the read rate only
+    dates the drift's end (a ceiling for a detector of the read rate alone). The drift is a line in the rate that turns
     level; the fast decay is over by 30 % of the run and the turn lies in 45-60 %
     (:mod:`regimetune.collectors.presets`). Least squares on log reads/s of the whole windows
     after 30 %, each corrected for the requests its stalls held back (the generator's dips,
@@ -165,10 +167,32 @@ def _kink_labels(frame: WindowFrame, cfg: GeneratorConfig, genie: bool) -> Found
     return Found(labels, [0, 1], {})
 
 
-# the fast-decay ceiling (not detectors: they know the preset's form, and the genie its slope)
+def _share_step(frame: WindowFrame, cfg: GeneratorConfig) -> Found:
+    """Where one step in the write share dates ``fast-decay``'s drift end: the preset's
+    reads per write go from 80 to 65 there (a step of 0.2 in their log) while the read rate
+    only bends, and a ratio of two rates cancels the wander they share. Least squares on
+    ``log((writes + 1/2) / (reads + 1/2))`` of the whole windows after 30 % of the run, one
+    step anywhere: an estimator that knows the form (one change after the fast fall), not
+    a detector, and that reads a feature the detector has (writes/s)."""
+    c = frame.columns
+    length = np.asarray(c["length"], dtype=float)
+    start = np.asarray(c["start"], dtype=float) - float(c["start"][0])
+    at_ = np.nonzero((start + length / 2 > 0.30 * cfg.duration_s) & (length == length.max()))[0]
+    reads, writes = (np.asarray(c[k], dtype=float)[at_] for k in ("reads", "writes"))
+    y = np.log((writes + 0.5) / (reads + 0.5))
+    head = np.cumsum(y - y.mean())[:-1]  # the tail sums to -head
+    i = np.arange(1, len(y), dtype=float)
+    cut = int(np.argmax(head * head / i + head * head / (len(y) - i))) + 1
+    labels = (np.arange(len(frame)) >= at_[cut]).astype(np.int64)
+    return Found(labels, [0, 1], {})
+
+
+# what the fast-decay runs hold (not detectors: they know the preset's form, the genie its
+# slope too); the first two read the read rate only, the third the write share
 KINK_ORACLES: dict[str, Callable[[WindowFrame, GeneratorConfig], Found]] = {
     "hinge_oracle": functools.partial(_kink_labels, genie=False),
     "kink_genie": functools.partial(_kink_labels, genie=True),
+    "share_step": _share_step,
 }
 
 
