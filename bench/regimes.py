@@ -132,14 +132,15 @@ ONLINE = ("online", "online_ar1", "online_no_hindsight")
 
 
 def _kink_labels(frame: WindowFrame, cfg: GeneratorConfig, genie: bool) -> Found:
-    """Where an estimator that knows ``fast-decay``'s form and reads the read rate only
-    dates the drift's end (a ceiling for a detector of the read rate alone). The drift is a
-    line in the rate that turns level; the fast decay is over by 30 % of the run and the
-    turn lies in 45-60 % (:mod:`regimetune.collectors.presets`). Least squares on log reads/s of the whole windows
-    after 30 %, each corrected for the requests its stalls held back (the generator's dips,
-    which both know), over every window start in 35-70 % as the turn: ``hinge_oracle`` fits
-    a line then a level (three free parameters); ``kink_genie`` also knows the run's slope
-    and plateau, and fits only where the turn is (and one offset, the noise's log-mean)."""
+    """Where an estimator that knows ``fast-decay``'s form and reads the read rate only dates
+    the drift's end (a ceiling for a detector of the read rate alone). The drift is a line
+    in the rate that turns level; the fast decay is over by 30 % of the run and the turn
+    lies in 45-60 % (:mod:`regimetune.collectors.presets`). Least squares on log reads/s of
+    the whole windows after 30 %, each corrected for the requests its stalls held back (the
+    generator's dips, which both know), over every window start in 35-70 % as the turn:
+    ``hinge_oracle`` fits a line then a level (three free parameters); ``kink_genie`` also
+    knows the run's slope and plateau, and fits only where the turn is (and one offset, the
+    noise's log-mean)."""
     c = frame.columns
     length = np.asarray(c["length"], dtype=float)
     start = np.asarray(c["start"], dtype=float) - float(c["start"][0])
