@@ -178,13 +178,13 @@ def _share_step(frame: WindowFrame, cfg: GeneratorConfig) -> Found:
     c = frame.columns
     length = np.asarray(c["length"], dtype=float)
     start = np.asarray(c["start"], dtype=float) - float(c["start"][0])
-    at_ = np.nonzero((start + length / 2 > 0.30 * cfg.duration_s) & (length == length.max()))[0]
-    reads, writes = (np.asarray(c[k], dtype=float)[at_] for k in ("reads", "writes"))
+    kept = np.nonzero((start + length / 2 > 0.30 * cfg.duration_s) & (length == length.max()))[0]
+    reads, writes = (np.asarray(c[k], dtype=float)[kept] for k in ("reads", "writes"))
     y = np.log((writes + 0.5) / (reads + 0.5))
     head = np.cumsum(y - y.mean())[:-1]  # the tail sums to -head
     i = np.arange(1, len(y), dtype=float)
     cut = int(np.argmax(head * head / i + head * head / (len(y) - i))) + 1
-    labels = (np.arange(len(frame)) >= at_[cut]).astype(np.int64)
+    labels = (np.arange(len(frame)) >= kept[cut]).astype(np.int64)
     return Found(labels, [0, 1], {})
 
 
