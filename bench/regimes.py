@@ -131,6 +131,15 @@ METHODS: dict[str, Callable[[WindowFrame], Found]] = {
 ONLINE = ("online", "online_ar1", "online_no_hindsight")
 
 
+def _after_fast_fall(frame: WindowFrame, duration_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each window's start (seconds from the first) and length, and which windows the
+    ``fast-decay`` estimators read: whole ones, centred after 30 % of the run (the fast
+    fall is over by then)."""
+    length = np.asarray(frame["length"], dtype=float)
+    start = np.asarray(frame["start"], dtype=float) - float(frame["start"][0])
+    return start, length, (start + length / 2 > 0.30 * duration_s) & (length == length.max())
+
+
 def _kink_labels(frame: WindowFrame, cfg: GeneratorConfig, genie: bool) -> Found:
     """Where an estimator that knows ``fast-decay``'s form and reads the read rate only dates
     the drift's end (a ceiling for a detector of the read rate alone). The drift is a line
@@ -141,16 +150,13 @@ def _kink_labels(frame: WindowFrame, cfg: GeneratorConfig, genie: bool) -> Found
     ``hinge_oracle`` fits a line then a level (three free parameters); ``kink_genie`` also
     knows the run's slope and plateau, and fits only where the turn is (and one offset, the
     noise's log-mean)."""
-    c = frame.columns
-    length = np.asarray(c["length"], dtype=float)
-    start = np.asarray(c["start"], dtype=float) - float(c["start"][0])
     duration = cfg.duration_s
+    start, length, keep = _after_fast_fall(frame, duration)
     shape = shape_of(cfg)
     held = np.zeros(len(start))  # the seconds' worth of requests the stalls held back
     np.add.at(held, np.searchsorted(start, shape.dip_sec, side="right") - 1, shape.dip_loss)
-    keep = (start + length / 2 > 0.30 * duration) & (length == length.max())
     t = start[keep] + length[keep] / 2
-    y = np.log(np.asarray(c["reads"], dtype=float)[keep] / (length[keep] - held[keep]))
+    y = np.log(np.asarray(frame["reads"], dtype=float)[keep] / (length[keep] - held[keep]))
     turns = start[(start >= 0.35 * duration) & (start <= 0.70 * duration)]
     if genie:
         knots_t, knots_rate = shape.knots_t, shape.knots_rate
@@ -175,11 +181,8 @@ def _share_step(frame: WindowFrame, cfg: GeneratorConfig) -> Found:
     ``log((writes + 1/2) / (reads + 1/2))`` of the whole windows after 30 % of the run, one
     step anywhere: an estimator that knows the form (one change after the fast fall), not
     a detector, and that reads a feature the detector has (writes/s)."""
-    c = frame.columns
-    length = np.asarray(c["length"], dtype=float)
-    start = np.asarray(c["start"], dtype=float) - float(c["start"][0])
-    kept = np.nonzero((start + length / 2 > 0.30 * cfg.duration_s) & (length == length.max()))[0]
-    reads, writes = (np.asarray(c[k], dtype=float)[kept] for k in ("reads", "writes"))
+    kept = np.nonzero(_after_fast_fall(frame, cfg.duration_s)[2])[0]
+    reads, writes = (np.asarray(frame[k], dtype=float)[kept] for k in ("reads", "writes"))
     y = np.log((writes + 0.5) / (reads + 0.5))
     head = np.cumsum(y - y.mean())[:-1]  # the tail sums to -head
     i = np.arange(1, len(y), dtype=float)
