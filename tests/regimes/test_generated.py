@@ -107,6 +107,18 @@ def test_a_fast_decay_that_ends_in_a_slow_drift_is_one_decline_in_hindsight() ->
     assert OnlineRegimeDetector(trend_block_s=1e9).detect(frame).n_regimes == 3
 
 
+def test_a_fast_decays_drift_end_is_dated_within_the_margin_where_the_write_rate_steps() -> None:
+    # the preset's reads per write change where the drift turns level: the write rate
+    # steps up there while the read rate only bends, and in hindsight the drift's end is
+    # fitted with each feature free to step at the turn (a continuous fit through the
+    # write rate's step dated seed 41's end 257 windows late, at window 913)
+    for seed in range(40, 46):
+        cfg = GeneratorConfig(duration_s=4 * 3600.0, workers=256, seed=seed, preset="fast-decay")
+        frame = window_frame(generate(cfg), window_s=10.0)
+        h = OnlineRegimeDetector().detect(frame)
+        assert abs(h.changes[-1].at_window - change_points(frame["label"])[0]) <= 0.02 * len(frame), seed
+
+
 @pytest.mark.parametrize("window_s", [10.0, 60.0])
 def test_a_drift_into_the_runs_last_level_ends_where_it_settles_in_hindsight(window_s: float) -> None:
     # live, a steady regime is founded where the fast drop ends and never left: the drift

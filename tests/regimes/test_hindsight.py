@@ -427,6 +427,42 @@ def test_one_hinge_over_the_fall_and_the_drift_misses_the_drifts_end() -> None:
     assert abs(int(np.flatnonzero(after == 1)[0]) - 360) > 30
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_the_bent_hinge_is_least_squares_with_and_without_a_step_at_the_turn(seed: int) -> None:
+    # both closed forms against a direct least-squares fit of the same columns
+    rng = np.random.default_rng(seed)
+    y = np.cumsum(rng.normal(0.0, 1.0, 60)) + rng.normal(0.0, 1.0, 60)
+    bends = np.array([5, 17, 30])
+    lines, stepped = hindsight._bent_hinge_rss(y, bends)
+    u = np.arange(60.0)
+
+    def rss(*cols: np.ndarray) -> float:
+        a = np.c_[np.ones(60), *cols]
+        fit = y - a @ np.linalg.lstsq(a, y, rcond=None)[0]
+        return float(fit @ fit)
+
+    for row, g in enumerate(bends):
+        for h in range(g + 1, 58):
+            bend, turn = np.minimum(u - g, 0), np.minimum(u - h, 0)
+            assert lines[row, h - 2] == pytest.approx(rss(bend, turn), rel=1e-6)
+            if h > g + 1:  # (one window apart, the step and the slower line are one column)
+                assert stepped[row, h - 2] == pytest.approx(rss(bend, turn, u >= h), rel=1e-6)
+                assert stepped[row, h - 2] <= lines[row, h - 2] * (1 + 1e-9)
+        assert np.isinf(lines[row, : g - 1]).all() and np.isinf(stepped[row, :g]).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("online", [200, 300, 420])
+def test_a_drifts_end_where_another_feature_steps_is_dated_at_the_step(seed: int, online: int) -> None:
+    # the reads per write change with the phase: the read rate only bends at 360, the write
+    # rate follows it down and steps up by 0.2 there, under the noise of fewer counts; a fit
+    # that must stay continuous at the turn passes near the step and dates it off
+    x, labels = _fall_drift_level(online, seed=seed)
+    step = 0.2 * (np.arange(len(x)) >= 360)
+    writes = x[:, 0] + step + np.random.default_rng(seed + 99).normal(0.0, 0.1, len(x))
+    assert abs(_drift_end(np.c_[x, writes], labels) - 360) <= 5
+
+
 def test_an_end_at_the_turn_moves_at_rate_p_at_most() -> None:
     # dated right online: the best of the ~900 windows searched beats it by chance alone, so
     # the likelihood ratio is judged at match_p shared among them (at match_p for one
@@ -553,7 +589,7 @@ def test_a_drift_cut_in_two_in_one_window_blocks_tries_a_coarser_grid_of_bends(
     tried: set[int] = set()
     fit = hindsight._bent_hinge_rss
 
-    def counting(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
+    def counting(y: np.ndarray, bends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tried.update(bends.tolist())
         return fit(y, bends)
 

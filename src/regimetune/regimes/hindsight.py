@@ -41,7 +41,10 @@ in minutes, then a few percent an hour), is often settled online long before the
 ends: the drift looks level over ``min_regime_s``. One hinge over it all is pulled off by
 the fast fall (a line through both turns where neither does). A continuous fit with a bend
 (a steep line, from a block boundary inside the transition a slower one, then level) finds
-the drift's end anywhere in the steady run after it. The end moves there, however far,
+the drift's end anywhere in the steady run after it. A feature may step where the drift
+turns level, if its step pays its way (a phase's end can change the mix: where the reads
+per write change, the write rate steps up while the read rate only bends, and a fit that
+must stay continuous dates that turn off). The end moves there, however far,
 only where a likelihood ratio prefers it to the online date at ``match_p`` shared among
 all the windows searched (the best of a thousand turns beats any one by chance alone), and
 with ``min_regime_s`` of transition before it and of level after it (both end passes keep
@@ -246,7 +249,7 @@ def drift_ends(
     out = labels.copy()
     for start, end, after, (_, cols, _) in _ends_to_judge(labels, x, transitions, block, p, white):
         bends = np.arange(block, end - start - 1, block)  # where the slower line may start
-        cost = _bent_hinge_cost(x[start:after, cols], bends)
+        cost = _bent_hinge_cost(x[start:after, cols], bends, p)
         if cost is None:
             continue
         turn = 2 + int(np.argmin(cost))
@@ -296,10 +299,10 @@ def drifts_cut_in_two(
             continue
         var = np.maximum(wander[cols], 1e-300)  # block means' variance about their level
         bends = np.arange(1, cut - 1)
-        one = _bent_hinge_cost(blocks, bends, var)
+        one = _bent_hinge_cost(blocks, bends, p, var, steps=False)
         tail = blocks[cut:]
         step = ((tail - tail.mean(axis=0)) ** 2).sum(axis=0)  # the second run at its own level
-        two = _bent_hinge_cost(blocks[:cut], bends, var, more_rss=step)
+        two = _bent_hinge_cost(blocks[:cut], bends, p, var, more_rss=step, steps=False)
         if one is None or two is None:
             continue
         one[: max(cut - 2, 0)] = np.inf  # the turn in the second run (turns from block 2)
@@ -339,7 +342,7 @@ def start_drift(
     if found is None:
         return out
     cols = found[1]
-    cost = _bent_hinge_cost(x[:, cols], np.arange(block, end - 1, block))
+    cost = _bent_hinge_cost(x[:, cols], np.arange(block, end - 1, block), p)
     if cost is None:
         return out
     turn = 2 + int(np.argmin(cost))
@@ -393,38 +396,58 @@ def _move_end(out: np.ndarray, labels: np.ndarray, end: int, turn: int) -> None:
 def _bent_hinge_cost(
     run: np.ndarray,
     bends: np.ndarray,
+    p: float,
     var: np.ndarray | None = None,
     more_rss: np.ndarray | float = 0.0,
+    *,
+    steps: bool = True,
     chunk: int = 16,
 ) -> np.ndarray | None:
     """For every turn ``h`` from 2 to ``len(run) - 2``, the least cost over the ``bends``
-    ``g < h`` of a line until ``g``, a line of another slope until ``h``, then level, summed
-    over the columns of ``run`` (one bend for all); None without a bend. A column's cost is
-    ``k/2 log rss`` of its residual sum of squares (its own variance, ``k`` windows), or
+    ``g < h`` of a line until ``g``, a line of another slope until ``h``, then level,
+    summed over the columns of ``run`` (one bend and one turn for all); None without a
+    bend. A column may also step at the turn (:func:`_bent_hinge_rss`) where the step pays
+    its way: a likelihood ratio between its best fits with and without one, at ``p`` shared
+    among the turns searched (a phase's end can change one feature's level, the reads per
+    write, while another only bends; a column that only bends is read as a continuous fit,
+    whose turn a free step would blur); without ``steps`` no column steps. A column's cost
+    is ``k/2 log rss`` of its residual sum of squares (its own variance, ``k`` windows), or
     given each column's variance ``var``, ``(rss + more_rss) / var`` (``more_rss``: a
-    column's residuals outside ``run``). At most :data:`MAX_BENDS` of the ``bends``, evenly
-    spaced, are tried (a coarser grid on a very long run), in chunks, so memory stays
-    ``chunk`` times the run."""
+    column's residuals outside ``run``), twice nats. At most :data:`MAX_BENDS` of the
+    ``bends``, evenly spaced, are tried (a coarser grid on a very long run), in chunks, so
+    memory stays ``chunk`` times the run."""
     if len(bends) == 0:
         return None
     bends = bends[:: max(1, -(-len(bends) // MAX_BENDS))]
     k = len(run)
     more = np.broadcast_to(more_rss, run.shape[1])
-    best = np.full(k - 3, np.inf)
-    for i in range(0, len(bends), chunk):
-        total = 0.0
+    chunks = [bends[i : i + chunk] for i in range(0, len(bends), chunk)]
+
+    def cost(j: int, rss: np.ndarray) -> np.ndarray:
+        return 0.5 * k * np.log(rss) if var is None else (rss + more[j]) / var[j]
+
+    stepped = np.zeros(run.shape[1], dtype=bool)
+    if steps:  # a step pays its way at its best turn, at p shared among the turns searched
+        bound = chi2.ppf(1.0 - p / max(k - 3, 1), 1) * (0.5 if var is None else 1.0)
         for j in range(run.shape[1]):
-            rss = _bent_hinge_rss(run[:, j], bends[i : i + chunk])
-            total = total + (0.5 * k * np.log(rss) if var is None else (rss + more[j]) / var[j])
+            least = np.full(2, np.inf)  # the best fit without a step, and with one
+            for c in chunks:
+                least = np.minimum(least, [cost(j, rss).min() for rss in _bent_hinge_rss(run[:, j], c)])
+            stepped[j] = least[0] - least[1] > bound
+    best = np.full(k - 3, np.inf)
+    for c in chunks:
+        total = sum(cost(j, _bent_hinge_rss(run[:, j], c)[int(stepped[j])]) for j in range(run.shape[1]))
         best = np.minimum(best, np.min(total, axis=0))
     return best
 
 
-def _bent_hinge_rss(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
+def _bent_hinge_rss(y: np.ndarray, bends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For every bend ``g`` of ``bends`` (rows) and turn ``h`` from 2 to ``len(y) - 2``
-    (columns), the residual sum of squares of ``y ~ a + b min(u - g, 0) + c min(u - h,
-    0)``: a line until ``g``, a line of another slope until ``h``, then level (``inf``
-    unless ``g < h``). Closed forms in ``g`` and ``h`` and running sums of ``y``."""
+    (columns), the residual sums of squares of ``y ~ a + b min(u - g, 0) + c min(u - h, 0)``
+    (a line until ``g``, a line of another slope until ``h``, then level) and of the same
+    with a step at the turn, ``+ e [u >= h]``; ``inf`` unless ``g < h`` (with the step,
+    ``g < h - 1``: a slower line one window long is the step). Closed forms in ``g`` and
+    ``h`` and running sums of ``y``."""
     k = len(y)
     yc = y - y.mean()
     u = np.arange(k, dtype=float)
@@ -432,20 +455,35 @@ def _bent_hinge_rss(y: np.ndarray, bends: np.ndarray) -> np.ndarray:
     hi = np.arange(2, k - 1)[None, :]
     h = hi.astype(float)  # (h^3 of a long series' window index overflows an integer)
     g = bends[:, None].astype(float)
-    su = h * (h - 1) / 2.0  # sums over u < h of u, u^2: the columns' sums from them
+    # sums over u < h of u, u^2 (the columns' sums come from them), and over u < g
+    su = h * (h - 1) / 2.0
     suu = (h - 1) * h * (2 * h - 1) / 6.0
     sz, szz, szy = su - h * h, suu - 2.0 * h * su + h**3, cuy[hi] - h * cy[hi]
     bi = bends[:, None]
     sb, sbb = -g * (g + 1) / 2.0, g * (g + 1) * (2 * g + 1) / 6.0
     sby = cuy[bi] - g * cy[bi]
     szb = sbb + (g - h) * sb  # for h > g: the bend's column is zero from g on
+    after = k - h  # the step's column: 1 from h on, where both lines' columns are zero
+    ssy = -cy[hi]  # yc sums to 0: its sum from h on is minus its sum before h
+    # the columns' cross products about their means; the explained sum of squares b' A^-1 b
+    # of the two lines by the inverse of A's 2 x 2 block, of all three by A's adjugate
     a11, a12, a22 = sbb - sb * sb / k, szb - sb * sz / k, szz - sz * sz / k
-    det = a11 * a22 - a12 * a12
-    ok = (h > g) & (det > 1e-9 * a11 * a22)
+    a13, a23, a33 = -sb * after / k, -sz * after / k, after - after * after / k
+    det2 = a11 * a22 - a12 * a12
+    c11, c22, c33 = a22 * a33 - a23 * a23, a11 * a33 - a13 * a13, det2
+    c12, c13, c23 = a13 * a23 - a12 * a33, a12 * a23 - a13 * a22, a12 * a13 - a11 * a23
+    det3 = a11 * c11 + a12 * c12 + a13 * c13
+    quad = c11 * sby * sby + c22 * szy * szy + c33 * ssy * ssy
+    quad = quad + 2.0 * (c12 * sby * szy + c13 * sby * ssy + c23 * szy * ssy)
     with np.errstate(invalid="ignore", divide="ignore"):
-        explained = (a22 * sby * sby - 2.0 * a12 * sby * szy + a11 * szy * szy) / det
+        lines = (a22 * sby * sby - 2.0 * a12 * sby * szy + a11 * szy * szy) / det2
+        stepped = quad / det3
     flat = float(yc @ yc)
-    return np.where(ok, np.maximum(flat - explained, 1e-300 + 1e-12 * flat), np.inf)
+    floor = 1e-300 + 1e-12 * flat
+    return (
+        np.where((h > g) & (det2 > 1e-9 * a11 * a22), np.maximum(flat - lines, floor), np.inf),
+        np.where((h > g + 1) & (det3 > 1e-9 * a11 * a22 * a33), np.maximum(flat - stepped, floor), np.inf),
+    )
 
 
 def _hinge(run: np.ndarray, went: np.ndarray, p: float, level: int) -> int | None:
