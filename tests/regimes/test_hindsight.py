@@ -454,13 +454,14 @@ def test_the_bent_hinge_is_least_squares_with_and_without_a_step_at_the_turn(see
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("online", [200, 300, 420])
 def test_a_drifts_end_where_another_feature_steps_is_dated_at_the_step(seed: int, online: int) -> None:
-    # the reads per write change with the phase: the read rate only bends at 360, the write
-    # rate follows it down and steps up by 0.2 there, under the noise of fewer counts; a fit
-    # that must stay continuous at the turn passes near the step and dates it off
-    x, labels = _fall_drift_level(online, seed=seed)
+    # the reads per write change with the phase: the read rate only bends at 360 (under the
+    # 3-5 % noise of 10-s windows), the write rate follows it down and steps up by 0.2
+    # there, under the noise of fewer counts; a fit that must stay continuous at the turn
+    # passes near the step and dates it off (by 9-60 windows in 13 of these 15 runs)
+    x, labels = _fall_drift_level(online, seed=seed, noise=0.06)
     step = 0.2 * (np.arange(len(x)) >= 360)
-    writes = x[:, 0] + step + np.random.default_rng(seed + 99).normal(0.0, 0.1, len(x))
-    assert abs(_drift_end(np.c_[x, writes], labels) - 360) <= 5
+    writes = x[:, 0] + step + np.random.default_rng(seed + 99).normal(0.0, 0.15, len(x))
+    assert abs(_drift_end(np.c_[x, writes], labels) - 360) <= 8
 
 
 def test_an_end_at_the_turn_moves_at_rate_p_at_most() -> None:
