@@ -430,24 +430,25 @@ def _bent_hinge_cost(
     if steps:  # a step pays its way at its best turn, at p shared among the turns searched
         bound = chi2.ppf(1.0 - p / max(k - 3, 1), 1) * (0.5 if var is None else 1.0)
         for j in range(run.shape[1]):
-            least = np.full(2, np.inf)  # the best fit without a step, and with one
-            for c in chunks:
-                least = np.minimum(least, [cost(j, rss).min() for rss in _bent_hinge_rss(run[:, j], c)])
+            least = [
+                min(cost(j, _bent_hinge_rss(run[:, j], c, step)).min() for c in chunks)
+                for step in (False, True)
+            ]
             stepped[j] = least[0] - least[1] > bound
     best = np.full(k - 3, np.inf)
     for c in chunks:
-        total = sum(cost(j, _bent_hinge_rss(run[:, j], c)[int(stepped[j])]) for j in range(run.shape[1]))
+        total = sum(cost(j, _bent_hinge_rss(run[:, j], c, stepped[j])) for j in range(run.shape[1]))
         best = np.minimum(best, np.min(total, axis=0))
     return best
 
 
-def _bent_hinge_rss(y: np.ndarray, bends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _bent_hinge_rss(y: np.ndarray, bends: np.ndarray, step: bool = False) -> np.ndarray:
     """For every bend ``g`` of ``bends`` (rows) and turn ``h`` from 2 to ``len(y) - 2``
-    (columns), the residual sums of squares of ``y ~ a + b min(u - g, 0) + c min(u - h, 0)``
-    (a line until ``g``, a line of another slope until ``h``, then level) and of the same
-    with a step at the turn, ``+ e [u >= h]``; ``inf`` unless ``g < h`` (with the step,
-    ``g < h - 1``: a slower line one window long is the step). Closed forms in ``g`` and
-    ``h`` and running sums of ``y``."""
+    (columns), the residual sum of squares of ``y ~ a + b min(u - g, 0) + c min(u - h, 0)``
+    (a line until ``g``, a line of another slope until ``h``, then level), or with ``step``
+    of the same with a step at the turn, ``+ e [u >= h]``; ``inf`` unless ``g < h`` (with
+    the step, ``g < h - 1``: a slower line one window long is the step). Closed forms in
+    ``g`` and ``h`` and running sums of ``y``."""
     k = len(y)
     yc = y - y.mean()
     u = np.arange(k, dtype=float)
@@ -463,26 +464,27 @@ def _bent_hinge_rss(y: np.ndarray, bends: np.ndarray) -> tuple[np.ndarray, np.nd
     sb, sbb = -g * (g + 1) / 2.0, g * (g + 1) * (2 * g + 1) / 6.0
     sby = cuy[bi] - g * cy[bi]
     szb = sbb + (g - h) * sb  # for h > g: the bend's column is zero from g on
+    # the columns' cross products about their means, and the explained sum of squares b' A^-1 b
+    a11, a12, a22 = sbb - sb * sb / k, szb - sb * sz / k, szz - sz * sz / k
+    det2 = a11 * a22 - a12 * a12
+    flat = float(yc @ yc)
+    floor = 1e-300 + 1e-12 * flat
+    if not step:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            explained = (a22 * sby * sby - 2.0 * a12 * sby * szy + a11 * szy * szy) / det2
+        return np.where((h > g) & (det2 > 1e-9 * a11 * a22), np.maximum(flat - explained, floor), np.inf)
     after = k - h  # the step's column: 1 from h on, where both lines' columns are zero
     ssy = -cy[hi]  # yc sums to 0: its sum from h on is minus its sum before h
-    # the columns' cross products about their means; the explained sum of squares b' A^-1 b
-    # of the two lines by the inverse of A's 2 x 2 block, of all three by A's adjugate
-    a11, a12, a22 = sbb - sb * sb / k, szb - sb * sz / k, szz - sz * sz / k
     a13, a23, a33 = -sb * after / k, -sz * after / k, after - after * after / k
-    det2 = a11 * a22 - a12 * a12
-    c11, c22, c33 = a22 * a33 - a23 * a23, a11 * a33 - a13 * a13, det2
+    c11, c22, c33 = a22 * a33 - a23 * a23, a11 * a33 - a13 * a13, det2  # A's adjugate
     c12, c13, c23 = a13 * a23 - a12 * a33, a12 * a23 - a13 * a22, a12 * a13 - a11 * a23
     det3 = a11 * c11 + a12 * c12 + a13 * c13
     quad = c11 * sby * sby + c22 * szy * szy + c33 * ssy * ssy
     quad = quad + 2.0 * (c12 * sby * szy + c13 * sby * ssy + c23 * szy * ssy)
     with np.errstate(invalid="ignore", divide="ignore"):
-        lines = (a22 * sby * sby - 2.0 * a12 * sby * szy + a11 * szy * szy) / det2
-        stepped = quad / det3
-    flat = float(yc @ yc)
-    floor = 1e-300 + 1e-12 * flat
-    return (
-        np.where((h > g) & (det2 > 1e-9 * a11 * a22), np.maximum(flat - lines, floor), np.inf),
-        np.where((h > g + 1) & (det3 > 1e-9 * a11 * a22 * a33), np.maximum(flat - stepped, floor), np.inf),
+        explained = quad / det3
+    return np.where(
+        (h > g + 1) & (det3 > 1e-9 * a11 * a22 * a33), np.maximum(flat - explained, floor), np.inf
     )
 
 
