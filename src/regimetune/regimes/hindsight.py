@@ -249,7 +249,7 @@ def drift_ends(
     out = labels.copy()
     for start, end, after, (_, cols, _) in _ends_to_judge(labels, x, transitions, block, p, white):
         bends = np.arange(block, end - start - 1, block)  # where the slower line may start
-        cost = _bent_hinge_cost(x[start:after, cols], bends, p)
+        cost = _bent_hinge_cost(x[start:after, cols], bends, step_p=p)
         if cost is None:
             continue
         turn = 2 + int(np.argmin(cost))
@@ -299,10 +299,10 @@ def drifts_cut_in_two(
             continue
         var = np.maximum(wander[cols], 1e-300)  # block means' variance about their level
         bends = np.arange(1, cut - 1)
-        one = _bent_hinge_cost(blocks, bends, p, var, steps=False)
+        one = _bent_hinge_cost(blocks, bends, var)
         tail = blocks[cut:]
         step = ((tail - tail.mean(axis=0)) ** 2).sum(axis=0)  # the second run at its own level
-        two = _bent_hinge_cost(blocks[:cut], bends, p, var, more_rss=step, steps=False)
+        two = _bent_hinge_cost(blocks[:cut], bends, var, more_rss=step)
         if one is None or two is None:
             continue
         one[: max(cut - 2, 0)] = np.inf  # the turn in the second run (turns from block 2)
@@ -342,7 +342,7 @@ def start_drift(
     if found is None:
         return out
     cols = found[1]
-    cost = _bent_hinge_cost(x[:, cols], np.arange(block, end - 1, block), p)
+    cost = _bent_hinge_cost(x[:, cols], np.arange(block, end - 1, block), step_p=p)
     if cost is None:
         return out
     turn = 2 + int(np.argmin(cost))
@@ -396,26 +396,25 @@ def _move_end(out: np.ndarray, labels: np.ndarray, end: int, turn: int) -> None:
 def _bent_hinge_cost(
     run: np.ndarray,
     bends: np.ndarray,
-    p: float,
     var: np.ndarray | None = None,
     more_rss: np.ndarray | float = 0.0,
     *,
-    steps: bool = True,
+    step_p: float | None = None,
     chunk: int = 16,
 ) -> np.ndarray | None:
     """For every turn ``h`` from 2 to ``len(run) - 2``, the least cost over the ``bends``
     ``g < h`` of a line until ``g``, a line of another slope until ``h``, then level,
     summed over the columns of ``run`` (one bend and one turn for all); None without a
-    bend. A column may also step at the turn (:func:`_bent_hinge_rss`) where the step pays
-    its way: a likelihood ratio between its best fits with and without one, at ``p`` shared
-    among the turns searched (a phase's end can change one feature's level, the reads per
-    write, while another only bends; a column that only bends is read as a continuous fit,
-    whose turn a free step would blur); without ``steps`` no column steps. A column's cost
-    is ``k/2 log rss`` of its residual sum of squares (its own variance, ``k`` windows), or
-    given each column's variance ``var``, ``(rss + more_rss) / var`` (``more_rss``: a
-    column's residuals outside ``run``), twice nats. At most :data:`MAX_BENDS` of the
-    ``bends``, evenly spaced, are tried (a coarser grid on a very long run), in chunks, so
-    memory stays ``chunk`` times the run."""
+    bend. Given ``step_p``, a column may also step at the turn (:func:`_bent_hinge_rss`)
+    where the step pays its way: a likelihood ratio between its best fits with and without
+    one, at ``step_p`` shared among the turns searched (a phase's end can change one
+    feature's level, the reads per write, while another only bends; a column that only
+    bends is read as a continuous fit, whose turn a free step would blur); without it no
+    column steps. A column's cost is ``k/2 log rss`` of its residual sum of squares (its own
+    variance, ``k`` windows), or given each column's variance ``var``, ``(rss + more_rss) /
+    var`` (``more_rss``: a column's residuals outside ``run``), twice nats. At most
+    :data:`MAX_BENDS` of the ``bends``, evenly spaced, are tried (a coarser grid on a very
+    long run), in chunks, so memory stays ``chunk`` times the run."""
     if len(bends) == 0:
         return None
     bends = bends[:: max(1, -(-len(bends) // MAX_BENDS))]
@@ -427,8 +426,8 @@ def _bent_hinge_cost(
         return 0.5 * k * np.log(rss) if var is None else (rss + more[j]) / var[j]
 
     stepped = np.zeros(run.shape[1], dtype=bool)
-    if steps:  # a step pays its way at its best turn, at p shared among the turns searched
-        bound = chi2.ppf(1.0 - p / max(k - 3, 1), 1) * (0.5 if var is None else 1.0)
+    if step_p is not None:  # a step pays its way at its best turn, shared among the turns
+        bound = chi2.ppf(1.0 - step_p / max(k - 3, 1), 1) * (0.5 if var is None else 1.0)
         for j in range(run.shape[1]):
             least = [
                 min(cost(j, _bent_hinge_rss(run[:, j], c, step)).min() for c in chunks)
