@@ -265,8 +265,81 @@ def score(history: RegimeHistory, frame: WindowFrame, *, tolerance: float = 0.02
     )
 
 
+@dataclass(frozen=True)
+class PersonReading:
+    """A person's reading of one recorded trace, in seconds since its first request:
+    ``need`` intervals where a change a person sees must be found, ``quiet`` intervals with
+    no change a person would see, and ``level`` intervals a person reads as a flat or slowly
+    wandering plateau (to be called a level, not a transition)."""
+
+    need: tuple[tuple[float, float], ...] = ()
+    quiet: tuple[tuple[float, float], ...] = ()
+    level: tuple[tuple[float, float], ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> PersonReading:
+        def spans(key: str) -> tuple[tuple[float, float], ...]:
+            raw = d.get(key, [])
+            if not isinstance(raw, list) or not all(isinstance(v, list) and len(v) == 2 for v in raw):
+                raise InputError(f"{key!r} must be a list of [start, end] pairs")
+            out = tuple((float(a), float(b)) for a, b in raw)
+            if any(b <= a for a, b in out):
+                raise InputError(f"{key!r} holds an interval that ends before it starts")
+            return out
+
+        return cls(need=spans("need"), quiet=spans("quiet"), level=spans("level"))
+
+
+@dataclass(frozen=True)
+class ReadingCheck:
+    """How a detector's answer agrees with a :class:`PersonReading`: which ``need``
+    intervals hold a change, which ``quiet`` ones hold one (they should not), and the share
+    of each ``level`` interval that lies in segments of kind ``level``."""
+
+    needs_found: tuple[bool, ...]
+    quiet_broken: tuple[bool, ...]
+    level_share: tuple[float, ...]
+
+    @property
+    def ok(self) -> bool:
+        return (
+            all(self.needs_found) and not any(self.quiet_broken) and all(s >= 0.9 for s in self.level_share)
+        )
+
+
+def check_reading(
+    changes_s: Sequence[float], kinds: Sequence[tuple[float, float, str]], reading: PersonReading
+) -> ReadingCheck:
+    """Check change times ``changes_s`` and segments ``kinds`` (``(start, end, kind)``),
+    all in seconds since the trace's first request, against ``reading``.
+
+    >>> r = PersonReading(need=((90.0, 110.0),), quiet=((150.0, 300.0),), level=((150.0, 300.0),))
+    >>> c = check_reading([100.0], [(0.0, 100.0, "transition"), (100.0, 300.0, "level")], r)
+    >>> c.needs_found, c.quiet_broken, c.level_share, c.ok
+    ((True,), (False,), (1.0,), True)
+    """
+    cps = np.asarray(changes_s, dtype=np.float64)
+    found = tuple(bool(((cps >= a) & (cps <= b)).any()) for a, b in reading.need)
+    broken = tuple(bool(((cps > a) & (cps < b)).any()) for a, b in reading.quiet)
+    shares = []
+    for a, b in reading.level:
+        inside = sum(max(0.0, min(e, b) - max(s, a)) for s, e, k in kinds if k == "level")
+        shares.append(inside / (b - a))
+    return ReadingCheck(found, broken, tuple(shares))
+
+
+def agreement_f1(a_s: Sequence[float], b_s: Sequence[float], *, margin_s: float = 300.0) -> float:
+    """F1 of two answers' change times (seconds) against each other, within ``margin_s``:
+    how far two window lengths agree on where the changes are (symmetric)."""
+    return precision_recall_f1(a_s, b_s, margin=margin_s)[2]
+
+
 __all__ = [
     "DetectionScore",
+    "PersonReading",
+    "ReadingCheck",
+    "agreement_f1",
+    "check_reading",
     "ari",
     "change_points",
     "detection_delays",
