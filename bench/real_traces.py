@@ -7,7 +7,8 @@ Methods, every one with its defaults:
 
 * ``ours``: :class:`OnlineRegimeDetector` replaying the trace (``detect``): its regimes'
   boundaries are the changes, its segments' kinds are checked against ``level``;
-* ``ours_live``: the same detector's regime as each window was learnt (what the service ran);
+* ``ours_live``: the changes the same detector confirmed window by window (``update``, what
+  the service ran), at the times it dated them;
 * ``pelt`` / ``binseg``: ruptures (l2 cost on the standardised features, ``3 d log n``, as
   the TCPD bench); they have no notion of a level, so ``level`` is not checked for them.
 
@@ -59,16 +60,20 @@ class Answer(NamedTuple):
     entered: list[int]  # regimes in the order they were entered
 
 
-def _ours(frame: WindowFrame, origin: float, *, live: bool = False) -> Answer:
+def _ours(frame: WindowFrame, origin: float) -> Answer:
     h = OnlineRegimeDetector().detect(frame)
-    starts = frame["start"] - origin
-    if live:
-        assert h.online_labels is not None
-        labels = h.online_labels
-        cps = np.flatnonzero((labels[1:] != labels[:-1]) & (labels[:-1] >= 0)) + 1
-        return Answer([float(starts[i]) for i in cps], None, regimes_entered(labels))
     kinds = [(s.start - origin, s.end - origin, s.kind) for s in h.segments]
     return Answer([s.start - origin for s in h.segments[1:]], kinds, regimes_entered(h.labels))
+
+
+def _ours_live(frame: WindowFrame, origin: float) -> Answer:
+    """What the service knew: the changes ``update`` confirmed, window by window, at the
+    times it dated them."""
+    det = OnlineRegimeDetector()
+    changes = [c for w in frame.records() if (c := det.update(w)) is not None]
+    return Answer(
+        [c.at_time - origin for c in changes if c.from_id is not None], None, [c.to_id for c in changes]
+    )
 
 
 def _ruptures(algo: Callable[..., Any]) -> Callable[[WindowFrame, float], Answer]:
@@ -89,7 +94,7 @@ def _ruptures(algo: Callable[..., Any]) -> Callable[[WindowFrame, float], Answer
 
 METHODS: dict[str, Callable[[WindowFrame, float], Answer]] = {
     "ours": _ours,
-    "ours_live": lambda f, o: _ours(f, o, live=True),
+    "ours_live": _ours_live,
     "pelt": _ruptures(rpt.Pelt),
     "binseg": _ruptures(rpt.Binseg),
 }

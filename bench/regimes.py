@@ -87,8 +87,8 @@ class Found(NamedTuple):
     live: np.ndarray | None = None  # an online method's regime as each window was learnt (-1: none yet)
 
 
-def _online(frame: WindowFrame, noise_model: str = "auto", trend_block_s: float = 300.0) -> Found:
-    h = OnlineRegimeDetector(noise_model=noise_model, trend_block_s=trend_block_s).detect(frame)
+def _online(frame: WindowFrame) -> Found:
+    h = OnlineRegimeDetector().detect(frame)
     confirmed = {c.at_window: c.confirmed_window for c in h.changes}
     return Found(h.labels, [c.to_id for c in h.changes], confirmed, h.online_labels)
 
@@ -121,14 +121,11 @@ def _paper(frame: WindowFrame) -> Found:
 
 METHODS: dict[str, Callable[[WindowFrame], Found]] = {
     "online": _online,
-    "online_ar1": functools.partial(_online, noise_model="ar1"),  # an option, not a default
-    # without the hindsight passes (a block longer than the run): what they add
-    "online_no_hindsight": functools.partial(_online, trend_block_s=1e9),
     "pelt": _pelt,
     "paper": _paper,
 }
 # methods that know a change some windows after it began
-ONLINE = ("online", "online_ar1", "online_no_hindsight")
+ONLINE = ("online",)
 
 
 def _after_fast_fall(frame: WindowFrame, duration_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

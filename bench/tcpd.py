@@ -173,14 +173,11 @@ def bocpd(x: np.ndarray, *, hazard_lambda: float = HAZARD_LAMBDA) -> list[int]:
 
 
 def ours(
-    raw: np.ndarray,
-    step_s: float = SERIES_STEP_S,
-    noise_model: str = "auto",
-    log: Sequence[int] | Literal["auto"] = "auto",
+    raw: np.ndarray, step_s: float = SERIES_STEP_S, log: Sequence[int] | Literal["auto"] = "auto"
 ) -> list[int]:
     """The change rows of :func:`regimetune.regimes.detect_series`, a row read as ``step_s``
     seconds (the first regime's start is not a change)."""
-    h = detect_series(raw, step_s=step_s, params=DetectorParams(noise_model=noise_model), log=log)
+    h = detect_series(raw, step_s=step_s, params=DetectorParams(), log=log)
     return sorted({c.at_window for c in h.changes if c.from_id is not None})
 
 
@@ -198,7 +195,6 @@ METHODS: dict[str, tuple[Method, bool]] = {
     "bocpd": (bocpd, True),
     "ours": (ours, False),
     "ours_raw": (functools.partial(ours, log=()), False),
-    "ours_white": (functools.partial(ours, noise_model="white", log=()), False),
 }
 ALL_METHODS: tuple[str, ...] = tuple(METHODS)
 

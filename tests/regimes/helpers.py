@@ -11,10 +11,11 @@ from regimetune.regimes.synthetic import PARSPLICE, frame_from_profiles
 FLASH, _, PLATEAU_A, PLATEAU_B = PARSPLICE
 
 
-def steps(*parts: tuple[int, int], seed: int = 0, noise: float = 0.05) -> WindowFrame:
-    """Abrupt regimes: ``(profile index into PARSPLICE, n_windows)`` pairs."""
+def steps(*parts: tuple[int, int], seed: int = 0, noise: float = 0.05, window_s: float = 10.0) -> WindowFrame:
+    """Abrupt regimes: ``(profile index into PARSPLICE, n_windows)`` pairs, in windows of
+    ``window_s`` (10 s: a 300-window regime lasts 50 minutes)."""
     return frame_from_profiles(
-        [PARSPLICE[p] for p, _ in parts], [n for _, n in parts], seed=seed, noise=noise
+        [PARSPLICE[p] for p, _ in parts], [n for _, n in parts], seed=seed, noise=noise, window_s=window_s
     )
 
 

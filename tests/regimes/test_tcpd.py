@@ -180,22 +180,13 @@ def test_the_detector_is_not_stuck_on_series_that_never_level_off(
     assert tcpd_cover(s.annotations, rows, s.n) > tcpd_cover(s.annotations, [], s.n)
 
 
-def test_a_price_read_in_log_space_scores_higher(series: dict[str, TcpdSeries]) -> None:
-    # bitcoin's price spans three orders of magnitude, and its noise grows with it: read
-    # raw, one noise variance serves its quiet early years and its volatile late ones; read
-    # in log space, the noise is about the same at every level. Raw, it was once cut into
-    # many regimes early (17 changes against 10); since a random walk's line is allowed the
-    # rise it has by chance it finds 2, none after row 519 where the annotators mark 13
-    # rows, and logged 5 (docs/regimes-notes.md, fifteenth sitting)
-    from regimetune.regimes import detect_series
+def test_a_price_whose_noise_grows_with_it_is_read_in_log_space(series: dict[str, TcpdSeries]) -> None:
+    # bitcoin's price spans three orders of magnitude, and its noise grows with it: inside the
+    # raw reading's segments, its differences are likelier as noise proportional to the level
+    # than as noise of one size, so log="auto" (the default) reads it in log space
+    from regimetune.regimes import OnlineRegimeDetector, detect_series
 
     s = series["bitcoin"]
-    raw = [c.at_window for c in detect_series(s.values, log=()).changes][1:]
-    logged = [c.at_window for c in detect_series(s.values, log=[0]).changes][1:]
-    assert tcpd_f1(s.annotations, logged, s.n) > tcpd_f1(s.annotations, raw, s.n)
-    # and the data say so: inside the raw reading's segments, its differences are likelier as
-    # noise proportional to the level than as noise of one size (log="auto")
-    from regimetune.regimes import OnlineRegimeDetector
-
     assert OnlineRegimeDetector().detect_series(s.values, log="auto")[1].log == (0,)
-    assert [c.at_window for c in detect_series(s.values).changes][1:] == logged  # the default
+    logged = [c.at_window for c in detect_series(s.values, log=[0]).changes]
+    assert [c.at_window for c in detect_series(s.values).changes] == logged  # the default

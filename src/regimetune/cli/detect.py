@@ -47,10 +47,9 @@ DetectorParamOpt = Annotated[
         "--param",
         metavar="NAME=VALUE",
         help="Set one parameter of the online regime detector (repeatable), e.g. --param "
-        "min_regime_s=300. Names: regime_s, dwell_s, min_regime_s, match_p, noise_half_life_s, "
-        "noise_clip, noise_floor, level_spread, drift_half_life_s, trend_block_s, growth_lag_s, max_regimes, features, noise_model "
-        "(auto, white or ar1), candidates "
-        "(durations in seconds; the README's detector section says what each means).",
+        "min_regime_s=300. Names: block_s, regime_s, min_regime_s, min_step, wander, drift_per_h, "
+        "match_p, max_regimes, features (durations in seconds, steps in feature units; "
+        "docs/regimes.md says what each means).",
     ),
 ]
 
@@ -414,7 +413,7 @@ def _detect_series(
             "log": [s.names[j] for j in logged],
             "log_suggested": suggested,
             "window_s": window,
-            "noise_ar1": det.noise_ar1,
+            "noise_sd": det.noise_sd,
             "n_regimes": h.n_regimes,
             "segments": segments,
             "changes": changes,
@@ -424,8 +423,7 @@ def _detect_series(
     read_as = "".join(f", {s.names[j]} per row" for j in as_rates) + "".join(
         f", log {s.names[j]}" for j in logged
     )
-    phi = ", ".join(f"{name} {v:.2f}" for name, v in det.noise_ar1.items() if v > 0)
-    noise = f", AR(1) noise ({phi})" if phi else ", white noise"
+    noise = ", noise sd " + ", ".join(f"{name} {v:.3g}" for name, v in det.noise_sd.items())
     t = Table(
         title=f"{trace.name}: online detector, {h.n_regimes} regimes, one row = {window:g} s{read_as}{noise}"
     )

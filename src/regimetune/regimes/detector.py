@@ -1,41 +1,47 @@
-"""Online regime detection with stable ids: a change test with a noise model in front of an
-online clustering of the segments it finds.
+"""Online regime detection with stable ids.
 
-* **Features** of a trace window are log rates and counts (reads/s, writes/s, keyspace
-  growth, active keys), the top-k share and the key entropy
-  (:mod:`regimetune.regimes.features`); each comes with the variance its counts imply,
-  so a window with 1 active key and one with 2 differ by noise, and an edge window that
-  covers part of a window length is rated by the time it covers. A series (``--series``,
-  :func:`detect_series`, :meth:`OnlineRegimeDetector.learn_one`) uses its own columns.
-* **Change test**: online PELT over lines with Gaussian noise learnt from first
-  differences, a change costing the BIC of one more segment
-  (:mod:`regimetune.regimes._segmenter`). Every change is dated to the start of the
-  segment the test found, and confirmed once that segment has held ``dwell_s``.
-* **Regimes** are clusters of those segments with stable ids: a segment returns to a known
-  regime only when its level is consistent with that regime's (a chi-square test), a new
-  level founds a regime once it has held ``min_regime_s``, and an excursion that lasts as
-  long without settling, or whose line has moved as long, is a *transition* (a decline).
-  K is learnt, up to ``max_regimes``.
-* **In hindsight** (a replay, not ``update``): a steady regime that was a transition's slow
-  tail takes the transition's id, a step within the level's wander is merged, and a
-  transition ends where its line turned level (:mod:`regimetune.regimes.hindsight`).
+**The model.** The workload is read at one time scale, ``block_s`` seconds (default 60):
+windows are pooled into blocks on the clock's grid (:mod:`regimetune.regimes.blocks`), so a
+trace gives the same blocks, hence the same regimes, at any window length that divides the
+block; the window length only changes how soon a block is complete. Each block's features
+(log rates by default, in fixed units: :mod:`regimetune.regimes.features`) pass a running
+median of three blocks (a one-block burst, a stalled worker, is no change; a block is read
+one block late).
 
-All parameters are in :class:`~regimetune.regimes.params.DetectorParams`, durations in
-seconds. :meth:`OnlineRegimeDetector.update` is the per-window call of the service;
-:meth:`OnlineRegimeDetector.detect` replays a whole frame through the same compiled loop.
-The detector is a river :class:`~river.base.Clusterer`, so it composes in river pipelines.
+Between changes, every feature follows a line; blocks scatter about it with variance
+``v = noise + wander^2``: the block-to-block noise learnt from the blocks themselves
+(second differences, :func:`~regimetune.regimes.changes.block_noise`) and the wander a
+level shows without being a change. The **change test** is the least-cost partition into
+such lines, a change costing the BIC of one more line per feature
+(:mod:`regimetune.regimes.changes`). The **regime layer** turns its segments into regimes
+(:mod:`regimetune.regimes.levels`): a segment lasting ``min_regime_s`` is a *level* unless
+its line moves faster than ``drift_per_h`` (a *transition*); segments joined without a
+step of ``min_step`` (significant at ``match_p``) are one regime; shorter segments are
+bursts of the regime around them; a level the trace returns to takes its known id.
+
+**Online** (:meth:`OnlineRegimeDetector.update`, the service): the partition is kept up to
+date block by block; its older segments are frozen into the regime layer, the last two are
+read as they stand, and the regime in force is the regime layer's last. A change is known
+once the new regime's segment has lasted ``min_regime_s`` (a return to a known level, or a
+transition, likewise) and dated to the block where it began.
+
+**Replay** (:meth:`OnlineRegimeDetector.detect`, a recording): the same model in one pass
+over the whole recording: the partition of all its blocks, with the noise learnt from all
+of them, read by the same regime layer, starting from what the detector knew before. Its
+``online_labels`` are what ``update`` knew window by window.
 
 >>> from regimetune.regimes.synthetic import parsplice_like_frame
->>> frame = parsplice_like_frame(n_windows=1000, seed=1)  # read as windows of 10 s
->>> history = OnlineRegimeDetector(window_s=10.0).detect(frame)
->>> [(s.regime_id, s.start_window) for s in history.segments]
-[(0, 0), (1, 150), (2, 250), (3, 600)]
+>>> frame = parsplice_like_frame(n_windows=1440, seed=1, window_s=10.0)  # 4 hours
+>>> history = OnlineRegimeDetector().detect(frame)
+>>> [(s.regime_id, s.kind, s.start_window) for s in history.segments]
+[(0, 'level', 0), (1, 'transition', 216), (2, 'level', 360), (3, 'level', 864)]
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -53,46 +59,32 @@ from regimetune.models import (
     WindowStats,
 )
 from regimetune.models.regimes import RegimeHistory
-from regimetune.regimes import _segmenter
-from regimetune.regimes.features import FeatureExtractor, SeriesInputs, series_inputs
-from regimetune.regimes.hindsight import Reading, in_hindsight, merged_changes, start_drift
+from regimetune.regimes.blocks import Block, BlockPooler, median3
+from regimetune.regimes.changes import Partition, block_noise
+from regimetune.regimes.features import LOG1P_FEATURES, UNITS, FeatureExtractor, SeriesInputs, series_inputs
+from regimetune.regimes.levels import TRANSITION, Piece, RegimeLayer, Rules
 from regimetune.regimes.params import DetectorParams
 
-#: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1 and 2 were the
-#: line-test kernel's (before the change test was a penalised likelihood); they cannot be
-#: converted and are refused with a message that says what to do. Later formats load, with
-#: the kernel state added since their version at its initial value (:data:`_ADDED_IN`).
-FORMAT_VERSION = 11
-#: Kernel state and the format that added it: format 4 the window held back (the dip test)
-#: and the run of segments at one level, format 5 the line a transition left at a jump,
-#: format 6 the noise's autocorrelation (and lag columns in the segment sums, which
-#: earlier states load without: :func:`~regimetune.regimes._segmenter.widen_sums`),
-#: format 7 the difference before the latest (the mean of the differences lags by two),
-#: format 8 the sums of an excursion's ended segments (whether it came back is judged on
-#: all of it), format 9 the level each regime was founded at (an earlier state's regimes
-#: take the level they hold as it, see :data:`_FOUNDED_AS`), format 10 the least step each
-#: feature has shown (an earlier state's is unknown, 0, and its noise floor as before),
-#: format 11 the window at which the last boundary was committed (an earlier state's is 0:
-#: its boundary has stood).
-_ADDED_IN = (
-    dict.fromkeys(("pending", "pend_y", "pend_v", "pend_off", "run_start", "run_stats"), 4)
-    | dict.fromkeys(("exc_line", "last_line"), 5)
-    | dict.fromkeys(("diff_last", "diff_mean", "diff_var", "diff_cov"), 6)
-    | {"diff_prev": 7, "exc_stats": 8}
-    | dict.fromkeys(("reg_origin", "reg_origin_n"), 9)
-    | {"quantum": 10, "boundary_t": 11}
-)
-#: Kernel state added since a saved format that starts as a copy of another field.
-_FOUNDED_AS = {"reg_origin": "reg_level", "reg_origin_n": "reg_n"}
+#: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1-11 were written by
+#: earlier detectors (a per-window kernel); they cannot be converted and are refused with a
+#: message that says what to do.
+FORMAT_VERSION = 12
+#: Blocks of noise history kept (a day of 60-s blocks): the noise is learnt from these.
+NOISE_BLOCKS = 1440
+#: How far (in log) the variances move before the change test's table is worked out again.
+_REREAD = 0.25
+#: Variance below which no feature is read (a series of exact repeats is not infinitely precise).
+_FLOOR = 1e-10
+
 _D = DetectorParams()
 
 
 class OnlineRegimeDetector(base.Clusterer):
     """Detects workload regimes window by window (parameters: :class:`DetectorParams`).
 
-    >>> det = OnlineRegimeDetector(min_regime_s=60.0, window_s=1.0)
-    >>> for v in [0.0] * 80 + [5.0] * 80:
-    ...     det.learn_one({"load": v})
+    >>> det = OnlineRegimeDetector(min_regime_s=600.0)
+    >>> for v in [0.0] * 30 + [5.0] * 30:
+    ...     det.learn_one({"load": v + 0.01 * (len(str(v)) % 2)})
     >>> det.current, det.predict_one({"load": 0.1}), det.predict_one({"load": 5.0})
     (1, 0, 1)
     """
@@ -103,39 +95,27 @@ class OnlineRegimeDetector(base.Clusterer):
 
     def __init__(
         self,
+        block_s: float = _D.block_s,
         regime_s: float = _D.regime_s,
-        dwell_s: float = _D.dwell_s,
         min_regime_s: float = _D.min_regime_s,
+        min_step: float = _D.min_step,
+        wander: float = _D.wander,
+        drift_per_h: float = _D.drift_per_h,
         match_p: float = _D.match_p,
-        noise_half_life_s: float = _D.noise_half_life_s,
-        noise_clip: float = _D.noise_clip,
-        noise_floor: float = _D.noise_floor,
-        level_spread: float = _D.level_spread,
-        drift_half_life_s: float = _D.drift_half_life_s,
-        trend_block_s: float = _D.trend_block_s,
-        growth_lag_s: float = _D.growth_lag_s,
         max_regimes: int = _D.max_regimes,
         window_s: float | None = _D.window_s,
         features: tuple[str, ...] = _D.features,
-        noise_model: str = _D.noise_model,
-        candidates: int = _D.candidates,
     ) -> None:
+        self.block_s = block_s
         self.regime_s = regime_s
-        self.dwell_s = dwell_s
         self.min_regime_s = min_regime_s
+        self.min_step = min_step
+        self.wander = wander
+        self.drift_per_h = drift_per_h
         self.match_p = match_p
-        self.noise_half_life_s = noise_half_life_s
-        self.noise_clip = noise_clip
-        self.noise_floor = noise_floor
-        self.level_spread = level_spread
-        self.drift_half_life_s = drift_half_life_s
-        self.trend_block_s = trend_block_s
-        self.growth_lag_s = growth_lag_s
         self.max_regimes = max_regimes
         self.window_s = window_s
         self.features = features
-        self.noise_model = noise_model
-        self.candidates = candidates
 
     @classmethod
     def from_params(cls, params: DetectorParams) -> OnlineRegimeDetector:
@@ -157,34 +137,42 @@ class OnlineRegimeDetector(base.Clusterer):
     @classmethod
     def _unit_test_params(cls) -> Any:
         yield {}
-        yield {"min_regime_s": 60.0, "window_s": 1.0}
+        yield {"min_regime_s": 300.0, "window_s": 1.0}
 
     # -- learnt state ------------------------------------------------------------------
     def _started(self) -> bool:
-        return hasattr(self, "_state")
+        return hasattr(self, "_part")
 
     def _start(self, *, window_s: float, names: tuple[str, ...] | None) -> None:
-        """Fix the window length and the columns on the first data; nothing is learnt before."""
-        p = self.params
-        if names is None:  # trace windows
-            self._fx: FeatureExtractor | None = FeatureExtractor(features=p.features)
+        """Fix the columns on the first data; nothing is learnt before."""
+        p = self._p = self.params
+        if names is None:  # trace windows: lag 1, so the keyspace growth pools exactly
+            self._fx: FeatureExtractor | None = FeatureExtractor(lag=1, features=p.features)
             self.feature_names_ = self._fx.names
+            units = tuple(UNITS[n] for n in self.feature_names_)
+            log1p = tuple(n in LOG1P_FEATURES for n in self.feature_names_)
+            growth = self.feature_names_.index("log_growth") if "log_growth" in self.feature_names_ else None
+            self._pool: BlockPooler | None = BlockPooler(
+                log1p=log1p, units=units, block_s=p.block_s, growth=growth
+            )
         else:
             self._fx = None
+            self._pool = None
             self.feature_names_ = names
-        self._fix_window(p.window_s or window_s)
-        self._state = _segmenter.new_state(len(self.feature_names_), self._kp)
-
-    def _fix_window(self, window_s: float) -> None:
-        """Set the window length and what depends on it: the kernel's durations in windows
-        and the feature extractor's growth lag (neither is state: both may change after
-        the first window, whose length may be partial)."""
-        self.window_s_ = float(window_s)
-        self._kp = self.params.kernel(
-            window_s=self.window_s_, n_features=len(self.feature_names_), series=self._fx is None
-        )
-        if self._fx is not None:
-            self._fx.lag = self.params.growth_lag(self.window_s_)
+        self.window_s_ = float(p.window_s or window_s)
+        d = len(self.feature_names_)
+        self._part = self._partition()
+        self._rules = self._layer_rules()
+        self._layer = RegimeLayer()
+        self._raw: list[Block] = []  # the last two blocks before the median (one is waiting)
+        self._noise: deque[list[float]] = deque(maxlen=NOISE_BLOCKS)  # filtered blocks
+        self._read_with = np.ones(d)  # the variances the change test's table was worked out with
+        self._blocks = 0  # blocks learnt
+        self._seen = 0  # windows (or rows) learnt
+        self._dates: dict[int, tuple[int, float]] = {}  # block counter -> its first window
+        self._current = -1
+        self._since = -1  # block counter where the regime in force began
+        self._changes: list[tuple[int, int, int, int]] = []  # (from, to, at block, learnt block)
 
     def _ensure(self, *, window_s: float, names: tuple[str, ...] | None) -> None:
         if not self._started():
@@ -194,162 +182,264 @@ class OnlineRegimeDetector(base.Clusterer):
             raise InputError(f"this detector learns {kind}; it cannot mix them with the other kind")
 
     @property
+    def _series(self) -> bool:
+        return self._fx is None
+
+    @property
+    def _block_s(self) -> float:
+        """Seconds a block stands for: ``block_s``, or a series' row."""
+        return self.window_s_ if self._series else self._p.block_s
+
+    def _partition(self, origin: int = 0) -> Partition:
+        """The change test for these features: lines (a trace) or levels (a series, whose
+        columns' trends nobody vouches for), a change costing the BIC of its parameters."""
+        p, d = self._p, len(self.feature_names_)
+        return Partition(d=d, penalty=p.penalty(d, regime_blocks=p.regime_s / self._block_s), origin=origin)
+
+    def _layer_rules(self) -> Rules:
+        p = self._p
+        if self._series:  # a series' row is no block of known length: every cut is a change
+            return Rules(1, 0.0, 0.0, p.z, p.max_regimes, join=False)
+        return Rules(
+            p.blocks(p.min_regime_s), p.min_step, p.drift_per_h * p.block_s / 3600.0, p.z, p.max_regimes
+        )
+
+    def _rules_at(self, var: np.ndarray) -> Rules:
+        """The regime layer's rules; a series' least step, having no unit, is its columns'
+        standard deviation."""
+        return self._rules._replace(min_step=np.sqrt(var)) if self._series else self._rules
+
+    def _variance(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Each feature's variance about a segment's line, from ``rows`` (default: the
+        blocks kept): for trace features the noise learnt from the blocks plus the wander's
+        square; a series' noise nobody vouches for, so its columns are read on their
+        variance over those rows (the scale a standardised series is read on)."""
+        y = np.asarray(self._noise if rows is None else rows, dtype=np.float64).reshape(
+            -1, len(self.feature_names_)
+        )
+        if self._series:
+            return np.maximum(y.var(axis=0) if len(y) > 1 else np.ones(y.shape[1]), _FLOOR)
+        return np.maximum(block_noise(y) + self._p.wander**2, _FLOOR)
+
+    @property
     def n_seen(self) -> int:
-        """Windows learnt so far."""
-        return int(self._state.t[0] + self._state.pending[0]) if self._started() else 0
+        """Windows (or series rows) learnt so far."""
+        return self._seen if self._started() else 0
 
     @property
     def current(self) -> int | None:
         """The regime in force, ``None`` before the first is founded."""
-        if not self._started() or self._state.current[0] < 0:
-            return None
-        return int(self._state.current[0])
+        return None if not self._started() or self._current < 0 else self._current
 
     @property
     def regimes(self) -> list[Regime]:
         """Known regimes (ids in order of discovery) with their levels as centroids."""
         if not self._started():
             return []
-        s = self._state
+        lay = self._layer
         return [
             Regime(
                 id=r,
-                centroid=tuple(s.reg_level[r].tolist()),
+                centroid=lay.centroids.get(r, tuple(0.0 for _ in self.feature_names_)),
                 features=self.feature_names_,
-                n_windows=int(s.reg_n[r]),
-                transition=bool(s.reg_kind[r] == _segmenter.TRANSITION),
+                n_windows=0,
+                transition=lay.kinds[r] == TRANSITION,
             )
-            for r in range(int(s.n_regimes[0]))
+            for r in sorted(lay.kinds)
         ]
 
     @property
-    def noise_ar1(self) -> dict[str, float]:
-        """Each feature's noise as the change test models it, its AR(1) coefficient: 0 for
-        white noise, 1 for a random walk (a series that wanders is not cut at every turn)."""
+    def noise_sd(self) -> dict[str, float]:
+        """Each feature's block-to-block noise as learnt (a standard deviation, without the
+        wander)."""
         if not self._started():
             return {}
-        phi = _segmenter.ar_coefficients(self._state, self._kp)
-        return {name: float(v) for name, v in zip(self.feature_names_, phi, strict=True)}
+        sd = np.sqrt(
+            block_noise(np.asarray(self._noise, dtype=np.float64).reshape(-1, len(self.feature_names_)))
+        )
+        return {name: float(v) for name, v in zip(self.feature_names_, sd, strict=True)}
 
     @property
     def transitions(self) -> list[int]:
         """Ids of the regimes that are transitions (they moved, never levelled off)."""
-        if not self._started():
-            return []
-        s = self._state
-        return [r for r in range(int(s.n_regimes[0])) if s.reg_kind[r] == _segmenter.TRANSITION]
+        return [r.id for r in self.regimes if r.transition]
 
-    def _run(self, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _segmenter.run_fields(
-            tuple(self._state),
-            tuple(self._kp),
-            np.ascontiguousarray(x, dtype=np.float64),
-            np.ascontiguousarray(v, dtype=np.float64),
-        )
+    # -- the online step ----------------------------------------------------------------
+    def _learn_block(self, b: Block) -> None:
+        """A complete block: the median waits for the next; the one before it is learnt (a
+        value missing from it, the first block's keyspace growth, taken from this one)."""
+        for r in self._raw:
+            missing = np.isnan(r.values)
+            if missing.any():
+                r.values[missing] = b.values[missing]
+        self._raw.append(b)
+        if len(self._raw) < 2:
+            return
+        if len(self._raw) == 2:
+            prev2, prev, new = None, self._raw[0], self._raw[1]
+            values = self._raw[0].values
+        else:
+            prev2, prev, new = self._raw[0], self._raw[1], self._raw[2]
+            values = median3(prev2.values, prev.values, new.values)
+            self._raw.pop(0)
+        self._learn_filtered(values, prev)
 
-    def _hindsight(
-        self, labels: np.ndarray, x: np.ndarray, changes: np.ndarray, t0: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """A replay's labels and changes read in hindsight: every pass of
-        :mod:`regimetune.regimes.hindsight` (:func:`in_hindsight`), then, where the whole
-        recording was one regime, a start in a drift, whose transition is entered in the
-        kernel's table."""
-        p = self.params
-        block = p.windows(p.trend_block_s, self.window_s_)
-        if block > len(labels):  # no block of the recording to read: hindsight is off
-            return labels, changes
-        white = _segmenter.ar_coefficients(self._state, self._kp) == 0.0  # least squares fits them
-        reading = Reading(
-            set(self.transitions), block, p.match_p, p.windows(p.min_regime_s, self.window_s_), white
-        )
-        after = in_hindsight(labels, x, reading)
-        rows = merged_changes(changes, after, t0)
-        k = int(self._state.n_regimes[0])
-        if t0 > 0 or k >= self._kp.max_regimes:  # not the recording's start; no id left
-            return after, rows
-        drift = start_drift(after, x, **reading._asdict(), new_id=k)
-        if drift[0] != k or not len(rows):  # (no row: no regime was ever founded)
-            return after, rows
-        self._found_transition(k, x[drift == k])  # so no later regime takes its id
-        turn = int(np.argmax(drift != k))  # the whole recording was one run: rows (-1, r, 0, c)
-        rows = np.asarray([(-1, k, 0, rows[0, 3]), (k, drift[turn], turn, len(drift) - 1)], dtype=rows.dtype)
-        return drift, rows
+    def _learn_filtered(self, values: np.ndarray, b: Block) -> None:
+        k = self._blocks
+        self._blocks += 1
+        self._dates[k] = (b.first_window, b.first_start)
+        self._noise.append([float(v) for v in values])
+        var = self._variance()
+        if np.any(np.abs(np.log(var / self._read_with)) > _REREAD):
+            self._part.reread(1.0 / var)
+            self._read_with = var
+        self._part.push(values, 1.0 / var)
+        rules = self._rules_at(var)
+        segs = self._part.segments()
+        if len(segs) > 2:  # freeze all but the last two into the regime layer
+            self._commit(segs[:-2], segs[-2][0], var, rules)
+            segs = segs[-2:]
+        now = self._layer.copy()
+        for s, t in segs:
+            now.feed(self._piece(s, t, var, rules), rules)
+        now.finish(rules, growing=True)
+        start, _, rid = now.runs[-1] if now.runs else (0, 0, -1)
+        if rid != self._current:  # a new regime in force: what it stands on is committed
+            self._commit(segs, segs[-1][0], var, rules)
+            self._layer.finish(rules, growing=True)
+            start, _, rid = self._layer.runs[-1]
+            self._changes.append((self._current, rid, start, k))
+            self._current, self._since = rid, start
+        keep = min(self._part.origin, self._since, *(q.start for q in self._layer.held), k)
+        for old in [c for c in self._dates if c < keep]:
+            del self._dates[old]
 
-    def _found_transition(self, k: int, x: np.ndarray) -> None:
-        """Enter regime ``k``, a transition known only in hindsight over the windows ``x``,
-        in the kernel's table."""
-        s = self._state
-        s.reg_level[k] = np.nanmean(x, axis=0)
-        s.reg_n[k] = len(x)
-        s.reg_kind[k] = _segmenter.TRANSITION
-        s.n_regimes[0] = k + 1
+    def _commit(self, segs: list[tuple[int, int]], cut: int, var: np.ndarray, rules: Rules) -> None:
+        """Feed ``segs`` to the regime layer for good and fix the partition's cut at ``cut``."""
+        for s, t in segs:
+            self._layer.feed(self._piece(s, t, var, rules), rules)
+        self._part.freeze(cut, 1.0 / var)
+        self._layer.runs = self._layer.runs[-1:]
+
+    def _piece(self, s: int, t: int, var: np.ndarray, rules: Rules) -> Piece:
+        o = self._part.origin
+        return Piece.of(np.asarray(self._part.rows[s - o : t - o]), s, var, rules)
 
     # -- river API ------------------------------------------------------------------------
     def learn_one(self, x: Mapping[str, float]) -> None:  # type: ignore[override]
-        """Learn one observation of a series (its values are the features, in the order of
-        the first one's keys; no count variance)."""
+        """Learn one observation of a series (one row a block; its values are the features,
+        in the order of the first one's keys)."""
         names = self.feature_names_ if self._started() else tuple(x)
         self._ensure(window_s=self.window_s or 1.0, names=names)
         row = _vector(x, self.feature_names_)
-        self._run(row[None, :], np.zeros((1, len(row))))
+        self._changes = []
+        self._learn_block(Block(self._seen, row, self._seen, float(self._seen)))
+        self._seen += 1
 
     def predict_one(self, x: Mapping[str, float]) -> int:  # type: ignore[override]
-        """The steady regime whose level is nearest to ``x`` in noise units (0 before any),
+        """The level regime whose level is nearest to ``x`` in noise units (0 before any),
         without learning."""
-        if not self._started() or self._state.n_regimes[0] == 0:
-            return 0
-        s = self._state
+        if not self._started() or not self._layer.levels:
+            return 0 if not self._started() or self._current < 0 else self._current
         v = _vector(x, self.feature_names_) if self._fx is None else self._fx.vector(x)
-        k = int(s.n_regimes[0])
-        w = 1.0 / np.maximum(s.noise_var, 1e-12)
-        d = (((s.reg_level[:k] - v) ** 2) * w).sum(axis=1)
-        d[s.reg_kind[:k] != _segmenter.STEADY] = np.inf
-        return int(np.argmin(d)) if np.isfinite(d).any() else int(s.current[0])
+        w = 1.0 / self._variance()
+        ids = list(self._layer.levels)
+        d = [float((((np.asarray(self._layer.levels[r]) - v) ** 2) * w).sum()) for r in ids]
+        return ids[int(np.argmin(d))]
 
     # -- service API ---------------------------------------------------------------------
     def update(self, window: WindowStats) -> RegimeChange | None:
-        """Learn one trace window; return the change it confirms, if any (the latest, when
-        a transition and the level it led to are confirmed at once)."""
+        """Learn one trace window; return the change it confirms, if any (the latest)."""
         self._ensure(window_s=window.length, names=None)
-        assert self._fx is not None
-        if self.n_seen == 1 and self.params.window_s is None and window.length > self.window_s_:
-            self._fix_window(window.length)  # the first window covered part of one: take the second's
-        x, v = self._fx.transform_row_with_variance(window)
-        t = self.n_seen
-        _, _, changes = self._run(x[None, :], v[None, :])
-        if len(changes) == 0:
+        assert self._fx is not None and self._pool is not None
+        x = self._fx.transform_row(window)
+        self._changes = []
+        for b in self._pool.add(window.index, window.start, window.length, x, window.keyspace_size):
+            self._learn_block(b)
+        self._seen += 1
+        if not self._changes:
             return None
-        frm, to, at, _ = (int(c) for c in changes[-1])
-        back = t - at
+        frm, to, at, _ = self._changes[-1]
+        at_window, at_time = self._dates.get(at, (window.index, window.start))
         return RegimeChange(
             from_id=None if frm < 0 else frm,
             to_id=to,
-            at_window=window.index - back,
-            at_time=window.start - back * self.window_s_,
+            at_window=min(at_window, window.index),
+            at_time=min(at_time, window.start),
             confirmed_window=window.index,
             confirmed_time=window.start,
         )
 
     def detect(self, frame: WindowFrame) -> RegimeHistory:
-        """Replay ``frame`` through the detector (learning as it goes, exactly as
-        :meth:`update` window by window would) and return its regime history: its
-        ``online_labels`` are what :meth:`update` knew, its labels and changes are read
-        in hindsight over this frame (changes dated back, then the passes of
-        :mod:`regimetune.regimes.hindsight`)."""
+        """Replay ``frame`` (learning as :meth:`update` window by window would) and return
+        its regime history: ``online_labels`` are what :meth:`update` knew; ``labels`` and
+        the segments are the replay's (the model over the whole frame); each change is
+        dated where the replay puts it and confirmed where the online pass knew it (at the
+        frame's last window where it was known only in hindsight)."""
         if len(frame) == 0:
             raise InputError("the trace has no windows")
         self._ensure(window_s=float(np.median(frame["length"])), names=None)
-        assert self._fx is not None
-        t0 = self.n_seen
-        x, v = self._fx.transform_with_variance(frame)
-        labels, online, changes = self._run(x, v)
-        labels, changes = self._hindsight(labels, x, changes, t0)
-        return _history(frame, labels, online, changes, t0, self.regimes)
+        assert self._fx is not None and self._pool is not None
+        before = self._layer.copy()
+        first = self._blocks + (1 if self._raw else 0)  # the counter of the next block completed
+        x = self._fx.transform(frame)
+        idx, start, length = (
+            frame["index"],
+            frame["start"].astype(np.float64),
+            frame["length"].astype(np.float64),
+        )
+        online = np.empty(len(frame), dtype=np.int64)
+        confirmed: dict[int, list[int]] = {}
+        blocks: list[Block] = []
+        done = 0  # windows whose regime in force is written
+        for i, b in self._pool.add_frame(idx, start, length, x, frame["keyspace_size"].astype(np.float64)):
+            online[done:i] = self._current
+            done = i
+            self._changes = []
+            blocks.append(b)
+            self._learn_block(b)
+            for _, to, _at, _k in self._changes:
+                confirmed.setdefault(to, []).append(int(idx[i]))
+        online[done:] = self._current
+        self._seen += len(frame)
+        blocks += self._pool.flush()
+        in_force = before.current_id
+        per_block = self._replay(blocks, before, first)
+        where = {b.clock: j for j, b in enumerate(blocks)}
+        clock = np.floor(start / self._p.block_s).astype(np.int64)
+        labels = per_block[[where[int(c)] for c in clock]]
+        return self._history(frame, labels, online, confirmed, in_force)
+
+    def _replay(self, blocks: list[Block], before: RegimeLayer, first: int) -> np.ndarray:
+        """The regime of each of ``blocks`` (the frame's, in order) by the model over all of
+        them, from the regime layer as it was before the frame."""
+        if not blocks:
+            return np.empty(0, dtype=np.int64)
+        raw = _filled(np.stack([b.values for b in blocks]))
+        y = raw.copy()
+        if len(y) >= 3:
+            y[1:-1] = median3(raw[:-2], raw[1:-1], raw[2:])
+        var = self._variance(y)
+        part = self._partition(origin=first)
+        for row in y:
+            part.push(row, 1.0 / var)
+        rules = self._rules_at(var)
+        layer = before
+        layer.runs = []
+        for s, t in part.segments():
+            layer.feed(Piece.of(y[s - first : t - first], s, var, rules), rules)
+        layer.finish(rules)
+        out = np.empty(len(y), dtype=np.int64)
+        for s, t, rid in layer.runs:
+            out[max(s - first, 0) : t - first] = rid
+        self._replay_kinds = dict(layer.kinds)
+        self._replay_centroids = dict(layer.centroids)
+        return out
 
     def detect_array(
         self, values: np.ndarray, *, names: tuple[str, ...] | None = None, step_s: float | None = None
     ) -> RegimeHistory:
-        """Replay the rows of a series (``(n,)`` or ``(n, d)``), one row a window of
+        """Replay the rows of a series (``(n,)`` or ``(n, d)``), one row a block of
         ``step_s`` seconds (default: ``window_s``, else :data:`SERIES_STEP_S`)."""
         x = np.asarray(values, dtype=np.float64)
         if x.ndim == 1:
@@ -364,12 +454,80 @@ class OnlineRegimeDetector(base.Clusterer):
         self._ensure(window_s=step, names=cols)
         if len(cols) != len(self.feature_names_):
             raise InputError(f"the series has {len(cols)} columns, the detector {len(self.feature_names_)}")
-        t0 = self.n_seen
-        labels, online, changes = self._run(x, np.zeros_like(x))
-        labels, changes = self._hindsight(labels, x, changes, t0)
+        before = self._layer.copy()
+        t0 = self._seen
+        first = self._blocks + (1 if self._raw else 0)
+        online = np.empty(len(x), dtype=np.int64)
+        confirmed: dict[int, list[int]] = {}
+        blocks: list[Block] = []
+        for i, row in enumerate(x):
+            self._changes = []
+            b = Block(self._seen, row, self._seen, float(self._seen))
+            blocks.append(b)
+            self._learn_block(b)
+            self._seen += 1
+            for _, to, _at, _k in self._changes:
+                confirmed.setdefault(to, []).append(t0 + i)
+            online[i] = self._current
+        in_force = before.current_id
+        labels = self._replay(blocks, before, first)
         frame = _series_frame(len(x), t0, self.window_s_)
         stats = {f"mean_{name}": x[:, j] for j, name in enumerate(cols)}
-        return _history(frame, labels, online, changes, t0, self.regimes, stats=stats)
+        return self._history(frame, labels, online, confirmed, in_force, stats=stats)
+
+    def _history(
+        self,
+        frame: WindowFrame,
+        labels: np.ndarray,
+        online: np.ndarray,
+        confirmed: dict[int, list[int]],
+        before: int,
+        *,
+        stats: Mapping[str, np.ndarray] | None = None,
+    ) -> RegimeHistory:
+        """The history of a replayed frame: its changes where ``labels`` change (and at its
+        start, where its first regime is not the one in force ``before`` it), each confirmed
+        at the first window the online pass knew its regime from, else at the last."""
+        idx = frame["index"]
+        starts = frame["start"].astype(np.float64)
+        last = len(frame) - 1
+        changes = []
+        for i in np.r_[0, np.flatnonzero(labels[1:] != labels[:-1]) + 1].tolist():
+            frm = int(labels[i - 1]) if i > 0 else before
+            to = int(labels[i])
+            if frm == to:
+                continue
+            known = [w for w in confirmed.get(to, []) if w >= int(idx[i])]
+            c = int(np.searchsorted(idx, min(known))) if known else last
+            changes.append(
+                RegimeChange(
+                    from_id=None if frm < 0 else frm,
+                    to_id=to,
+                    at_window=int(idx[i]),
+                    at_time=float(starts[i]),
+                    confirmed_window=int(idx[c]),
+                    confirmed_time=float(starts[c]),
+                )
+            )
+        kinds = {r: ("transition" if k == TRANSITION else "level") for r, k in self._replay_kinds.items()}
+        regimes = [
+            Regime(
+                id=r,
+                centroid=self._replay_centroids.get(r, tuple(0.0 for _ in self.feature_names_)),
+                features=self.feature_names_,
+                n_windows=int((labels == r).sum()),
+                transition=kinds[r] == "transition",
+            )
+            for r in sorted(kinds)
+        ]
+        cents = {r.id: r.centroid for r in regimes}
+        return RegimeHistory(
+            labels=labels,
+            segments=segments_of(labels, frame, cents, stats, kinds),
+            changes=changes,
+            regimes=regimes,
+            online_labels=online,
+        )
 
     def detect_series(
         self,
@@ -420,10 +578,22 @@ class OnlineRegimeDetector(base.Clusterer):
             "params": self.get_params(),
         }
         if self._started():
-            out["window_s"] = self.window_s_
-            out["columns"] = None if self._fx is not None else list(self.feature_names_)
-            out["extractor"] = None if self._fx is None else self._fx.to_state()
-            out["kernel"] = {k: _json_list(v) for k, v in self._state._asdict().items()}
+            out["learnt"] = {
+                "window_s": self.window_s_,
+                "columns": None if self._fx is not None else list(self.feature_names_),
+                "extractor": None if self._fx is None else self._fx.to_state(),
+                "pool": None if self._pool is None else self._pool.to_state(),
+                "raw": [[b.clock, _json_list(b.values), b.first_window, b.first_start] for b in self._raw],
+                "noise": list(self._noise),
+                "read_with": self._read_with.tolist(),
+                "partition": self._part.to_state(),
+                "layer": self._layer.to_state(),
+                "blocks": self._blocks,
+                "seen": self._seen,
+                "dates": [[k, w, s] for k, (w, s) in sorted(self._dates.items())],
+                "current": self._current,
+                "since": self._since,
+            }
         if self.series_log_ is not None:
             out["series_log"] = list(self.series_log_)
         return out
@@ -434,46 +604,38 @@ class OnlineRegimeDetector(base.Clusterer):
         if not isinstance(state, Mapping) or state.get("kind") != "OnlineRegimeDetector":
             raise InputError("not a saved OnlineRegimeDetector state")
         version = state.get("format_version")
-        if version in (1, 2):
+        if isinstance(version, int) and 1 <= version < FORMAT_VERSION:
             raise InputError(
-                f"detector state format {version} was written by the line-test detector of regimetune "
-                f"0.1 and cannot be converted to format {FORMAT_VERSION}: re-run `regimetune detect "
-                "TRACE --state FILE` on the trace (or start the service without it) to learn a new one"
+                f"detector state format {version} was written by an earlier detector of regimetune and "
+                f"cannot be converted to format {FORMAT_VERSION}: re-run `regimetune detect TRACE --state "
+                "FILE` on the trace (or start the service without it) to learn a new one"
             )
-        if not isinstance(version, int) or version not in range(3, FORMAT_VERSION + 1):
+        if version != FORMAT_VERSION:
             raise InputError(
                 f"detector state format {version!r} is not supported (this version reads {FORMAT_VERSION})"
             )
         try:
             det = cls.from_params(DetectorParams.from_dict(dict(state["params"])))
-            if "kernel" not in state:
+            s = state.get("learnt")
+            if s is None:
                 return det
-            cols = state["columns"]
-            det._start(window_s=float(state["window_s"]), names=None if cols is None else tuple(cols))
+            cols = s["columns"]
+            det._start(window_s=float(s["window_s"]), names=None if cols is None else tuple(cols))
             if cols is None:
-                det._fx = FeatureExtractor.from_state(state["extractor"])
-                det.feature_names_ = det._fx.names
-            fresh = det._state._asdict()
-            loaded = {}
-            for name, arr in fresh.items():
-                if _ADDED_IN.get(name, 0) > version:
-                    loaded[name] = arr
-                    continue
-                a = np.asarray(state["kernel"][name], dtype=arr.dtype)
-                if name == "cand_sums" and version < 6:
-                    a = _segmenter.widen_sums(a)
-                if a.shape != arr.shape:
-                    raise InputError(f"detector state {name!r} has shape {a.shape}, expected {arr.shape}")
-                loaded[name] = np.ascontiguousarray(a)
-            for name, source in _FOUNDED_AS.items():
-                if _ADDED_IN[name] > version:
-                    loaded[name] = loaded[source].copy()
-            det._state = _segmenter.KernelState(**loaded)
-            if state.get("series_log") is not None:  # (states before the seventeenth sitting have none)
+                assert det._pool is not None
+                det._fx = FeatureExtractor.from_state(s["extractor"])
+                det._pool.load(s["pool"])
+            det._raw = [Block(int(c), _floats(v), int(w), float(t)) for c, v, w, t in s["raw"]]
+            det._noise.extend([float(v) for v in row] for row in s["noise"])
+            det._read_with = np.asarray(s["read_with"], dtype=np.float64)
+            det._part = Partition.from_state(det._part.d, det._part.penalty, det._part.lines, s["partition"])
+            det._layer = RegimeLayer.from_state(s["layer"])
+            det._blocks, det._seen = int(s["blocks"]), int(s["seen"])
+            det._dates = {int(k): (int(w), float(t)) for k, w, t in s["dates"]}
+            det._current, det._since = int(s["current"]), int(s["since"])
+            if state.get("series_log") is not None:
                 det.series_log_ = tuple(int(j) for j in state["series_log"])
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, InputError):
-                raise
+        except (KeyError, TypeError, ValueError, AssertionError) as exc:
             raise InputError(f"bad detector state: {exc!r}") from exc
         return det
 
@@ -503,15 +665,13 @@ def detect_series(
     log: Sequence[int] | Literal["auto"] = "auto",
 ) -> RegimeHistory:
     """Regimes of a numeric series (rows are steps, columns features): each row is one
-    window of ``step_s`` seconds, so the detector's durations count rows (``min_regime_s``
-    900 s = 18 rows at the default 50 s; pass a metric's scrape interval as ``step_s`` to
-    keep the service's durations). With ``counters``, a column that never decreases is
-    read as its increase per row (:func:`~regimetune.regimes.features.counter_columns`).
-    With ``log="auto"`` (the default) each positive column whose noise grows with its level
-    is read in log space (:func:`~regimetune.regimes.features.level_scaled_columns`, judged
-    inside the segments of the series read raw); ``log=[j, ...]`` reads those columns in log
-    space (rates, latencies; :func:`~regimetune.regimes.features.log_columns`) and
-    ``log=()`` every column raw.
+    block. With ``counters``, a column that never decreases is read as its increase per row
+    (:func:`~regimetune.regimes.features.counter_columns`). With ``log="auto"`` (the default)
+    each positive column whose noise grows with its level is read in log space
+    (:func:`~regimetune.regimes.features.level_scaled_columns`, judged inside the segments of
+    the series read raw); ``log=[j, ...]`` reads those columns in log space and ``log=()``
+    every column raw. A series' columns have no known unit: its steps and drifts count where
+    they are significant (``min_step`` and ``wander`` are for trace features).
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]
@@ -522,11 +682,8 @@ def detect_series(
 
 
 def compile_kernel() -> None:
-    """Compile the detector's loop and the features' kernel now. numba caches them on disk
-    beside the package, so a service (or a test's subprocess) started later loads them in
-    well under a second instead of compiling on its first window (tens of CPU-seconds on a
-    cold cache)."""
-    OnlineRegimeDetector(window_s=SERIES_STEP_S).detect_array(np.linspace(0.0, 1.0, 40))
+    """Compile the features' numba kernels now (they are cached beside the package), so a
+    service started later reads its first window without compiling."""
     from regimetune.regimes.synthetic import parsplice_like_frame
 
     frame = parsplice_like_frame(8)
@@ -534,14 +691,27 @@ def compile_kernel() -> None:
     FeatureExtractor().transform_row(next(iter(frame.records())))
 
 
-def _json_list(a: np.ndarray) -> list[Any]:
-    """An array as JSON data; a missing value (NaN, which JSON cannot carry) as ``null``,
-    which ``np.asarray(..., dtype=float)`` reads back as NaN."""
-    if a.dtype.kind == "f" and np.isnan(a).any():
-        boxed = a.astype(object)
-        boxed[np.isnan(a)] = None
-        return list(boxed.tolist())
-    return list(a.tolist())
+def _filled(y: np.ndarray) -> np.ndarray:
+    """Missing values (NaN) taken from the next block that has one, else the last before."""
+    y = y.copy()
+    for j in range(y.shape[1]):
+        col = y[:, j]
+        ok = np.flatnonzero(~np.isnan(col))
+        if len(ok) == 0:
+            col[:] = 0.0
+        elif len(ok) < len(col):
+            nxt = np.minimum(np.searchsorted(ok, np.arange(len(col))), len(ok) - 1)
+            col[:] = col[ok[nxt]]
+    return y
+
+
+def _json_list(a: np.ndarray) -> list[float | None]:
+    """An array as JSON data, a missing value (NaN, which JSON cannot carry) as ``null``."""
+    return [None if v != v else float(v) for v in a.tolist()]
+
+
+def _floats(v: list[float | None]) -> np.ndarray:
+    return np.asarray([np.nan if x is None else x for x in v], dtype=np.float64)
 
 
 def _vector(x: Mapping[str, float], names: tuple[str, ...]) -> np.ndarray:
@@ -625,51 +795,6 @@ def segments_of(
             )
         )
     return out
-
-
-def _history(
-    frame: WindowFrame,
-    labels: np.ndarray,
-    online: np.ndarray,
-    changes: np.ndarray,
-    t0: int,
-    regimes: list[Regime],
-    *,
-    stats: Mapping[str, np.ndarray] | None = None,
-) -> RegimeHistory:
-    idx0 = int(frame["index"][0])
-    starts = frame["start"]
-    step = float(np.median(frame["length"]))
-
-    def where(counter: int) -> tuple[int, float]:
-        off = counter - t0
-        if 0 <= off < len(frame):
-            return idx0 + off, float(starts[off])
-        return idx0 + off, float(starts[0]) + off * step
-
-    out = []
-    for frm, to, at, conf in changes.tolist():
-        aw, at_t = where(at)
-        cw, cf_t = where(conf)
-        out.append(
-            RegimeChange(
-                from_id=None if frm < 0 else frm,
-                to_id=to,
-                at_window=aw,
-                at_time=at_t,
-                confirmed_window=cw,
-                confirmed_time=cf_t,
-            )
-        )
-    cents = {r.id: r.centroid for r in regimes}
-    kinds = {r.id: r.kind for r in regimes}
-    return RegimeHistory(
-        labels=labels,
-        segments=segments_of(labels, frame, cents, stats, kinds),
-        changes=out,
-        regimes=regimes,
-        online_labels=online,
-    )
 
 
 __all__ = [

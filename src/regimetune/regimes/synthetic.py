@@ -93,7 +93,7 @@ def frame_from_profiles(
 
 
 def parsplice_like_frame(
-    n_windows: int = 1000, *, stretch: float = 1.0, seed: int = 0, noise: float = 0.05
+    n_windows: int = 1000, *, stretch: float = 1.0, seed: int = 0, noise: float = 0.05, window_s: float = 1.0
 ) -> WindowFrame:
     """Four ParSplice regimes taking 15/10/35/40 % of ``n_windows``; ``stretch`` makes the
     flash crowd and the decline last ``stretch`` times longer (a faster keyspace growth
@@ -104,14 +104,16 @@ def parsplice_like_frame(
         raise InputError("stretch must be positive")
     shares = np.array([0.15 * stretch, 0.10 * stretch, 0.35, 0.40])
     lengths = np.maximum(1, np.round(shares * n_windows).astype(int))
-    return frame_from_profiles(PARSPLICE, lengths.tolist(), seed=seed, noise=noise, ramps=(1,))
+    return frame_from_profiles(
+        PARSPLICE, lengths.tolist(), seed=seed, noise=noise, ramps=(1,), window_s=window_s
+    )
 
 
 def stationary_frame(
-    n_windows: int = 3600, *, regime: int = 3, seed: int = 0, noise: float = 0.05
+    n_windows: int = 3600, *, regime: int = 3, seed: int = 0, noise: float = 0.05, window_s: float = 1.0
 ) -> WindowFrame:
     """One ParSplice plateau regime only (for false-alarm rates)."""
-    return frame_from_profiles([PARSPLICE[regime]], [n_windows], seed=seed, noise=noise)
+    return frame_from_profiles([PARSPLICE[regime]], [n_windows], seed=seed, noise=noise, window_s=window_s)
 
 
 __all__ = ["PARSPLICE", "Profile", "frame_from_profiles", "parsplice_like_frame", "stationary_frame"]

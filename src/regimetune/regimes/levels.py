@@ -1,0 +1,298 @@
+"""The regime layer: the change test's segments, in order, become regimes with stable ids.
+
+Each segment is summed up as a :class:`Piece`: its head and tail (the means of its first and
+last ``min_regime_s`` of blocks, with their standard errors), its lines' slopes, and its kind
+once it is long enough to have one (``min_regime_s``): a **transition** where some feature's
+line moves faster than ``drift_per_h`` (significantly, at ``match_p``) and by at least
+``min_step`` over the segment, else a **level**. Then, piece by piece:
+
+1. A piece that **continues** the regime in force (no step of ``min_step`` that is also
+   significant between that regime's tail and the piece's head, and the same kind, a
+   transition going the same way) joins it; the pieces held back since (see 3) were a burst
+   of it.
+2. A long piece that does not continue it **founds** a regime: a level returns to a known
+   level's id when every feature is within ``min_step / 2`` of it, else it takes a new id. The
+   pieces held back since the regime in force are settled: together at least ``min_regime_s``
+   long they are a transition between the two (unless the regime left was one: then they
+   were its end), else the first go with the regime left and the rest with the new one,
+   where the split is nearest to each.
+3. Any other piece (short, or a transition leaving a level) is **held back** until one of
+   the above settles it; at the end of the blocks (a replay's end, or the blocks seen so far
+   when the service asks for the regime in force) it is settled as in 2.
+
+So a level that wanders slowly stays one regime, a burst that comes back leaves none, a sharp
+step founds one, and a move between two levels that lasts is a transition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+LEVEL = "level"
+TRANSITION = "transition"
+
+
+class Rules(NamedTuple):
+    """The layer's parameters in blocks and feature units (from ``DetectorParams``)."""
+
+    min_blocks: int
+    min_step: float | np.ndarray  # per feature, or one for all
+    drift: float  # feature units per block
+    z: float
+    max_regimes: int
+    join: bool = True  # False: every segment is a change (no piece continues a regime)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A segment of blocks ``[start, end)`` summed up for the regime layer."""
+
+    start: int
+    end: int
+    head: tuple[float, ...]
+    tail: tuple[float, ...]
+    sd: tuple[float, ...]  # standard error of the head and of the tail
+    mean: tuple[float, ...]
+    slope: tuple[float, ...]
+    kind: str | None  # None: too short to tell
+
+    @property
+    def n(self) -> int:
+        return self.end - self.start
+
+    @classmethod
+    def of(cls, y: np.ndarray, start: int, var: np.ndarray, rules: Rules) -> Piece:
+        """Sum up the blocks ``y`` (rows, the first at block counter ``start``)."""
+        n = len(y)
+        k = min(n, rules.min_blocks)
+        sd = np.sqrt(var / k)
+        slope = np.zeros(y.shape[1])
+        kind = None
+        if n >= rules.min_blocks:
+            t = np.arange(n, dtype=np.float64) - (n - 1) / 2.0
+            stt = float((t * t).sum())
+            if stt > 0:
+                slope = (t[:, None] * (y - y.mean(axis=0))).sum(axis=0) / stt
+                se = np.sqrt(var / stt)
+                moved = (np.abs(slope) - rules.z * se > rules.drift) & (
+                    np.abs(slope) * (n - 1) >= rules.min_step
+                )
+                kind = TRANSITION if moved.any() else LEVEL
+            else:
+                kind = LEVEL
+        return cls(
+            start=start,
+            end=start + n,
+            head=tuple(y[:k].mean(axis=0).tolist()),
+            tail=tuple(y[n - k :].mean(axis=0).tolist()),
+            sd=tuple(sd.tolist()),
+            mean=tuple(y.mean(axis=0).tolist()),
+            slope=tuple(slope.tolist()),
+            kind=kind,
+        )
+
+
+@dataclass
+class RegimeLayer:
+    """The regimes found so far: runs of blocks with ids, the regime in force and what it
+    ended at, the pieces held back, the known levels."""
+
+    runs: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, id), in order
+    kinds: dict[int, str] = field(default_factory=dict)
+    levels: dict[int, tuple[float, ...]] = field(default_factory=dict)  # a level regime's last level
+    centroids: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    current: Piece | None = None  # the last piece of the regime in force
+    current_id: int = -1
+    held: list[Piece] = field(default_factory=list)
+
+    @property
+    def n_regimes(self) -> int:
+        return len(self.kinds)
+
+    def feed(self, p: Piece, rules: Rules) -> None:
+        """Take the next segment; one that starts where the piece in force started is that
+        piece grown (the service's regime in force is read from a growing segment)."""
+        cur = self.current
+        if cur is not None and p.start == cur.start and not self.held:
+            s, _, rid = self.runs[-1]
+            self.runs[-1] = (s, p.end, rid)
+            if (
+                p.kind is not None
+                and s == p.start
+                and len(self.runs) == 1 + sum(r[2] == rid for r in self.runs[:-1])
+            ):
+                self.kinds[rid] = p.kind  # the regime is this piece alone: it is what the piece is
+            if p.kind is not None:
+                self.current = p
+                self._note(p, rid)
+            return
+        if cur is not None and _continues(cur, p, rules):
+            self._label(self.held, self.current_id)  # a burst: the trace came back
+            self.held = []
+            self._label([p], self.current_id)
+            if p.kind is not None:  # a short piece moves no reference: steps add up across it
+                self.current = p
+            return
+        if p.kind == LEVEL or (cur is None and p.kind == TRANSITION):
+            late = self._settle(p, rules)
+            back = self._match(p, rules) if p.kind == LEVEL else None
+            found = self._new_id(p, rules) if back is None else back
+            self._label([*late, p], found)
+            self.current, self.current_id = p, found
+            return
+        self.held.append(p)
+
+    def finish(self, rules: Rules, *, growing: bool = False) -> None:
+        """Settle the pieces held back at the end of the blocks. ``growing``: the blocks go
+        on (the service's reading), so the last piece may still settle into a level: the
+        held pieces make a transition only if those before it lasted ``min_regime_s``, and
+        the first regime is founded once the pieces held have."""
+        if growing and self.held:
+            if self.current is None and sum(q.n for q in self.held) < rules.min_blocks:
+                return  # nothing has lasted long enough to be the first regime
+            if self.current is not None and sum(q.n for q in self.held[:-1]) < rules.min_blocks:
+                return
+        late = self._settle(None, rules)
+        if late:  # nothing founded a regime yet: they found one, a level unless they moved
+            kind = TRANSITION if any(q.kind == TRANSITION for q in late) else LEVEL
+            last = Piece(**{**asdict(late[-1]), "kind": kind})
+            rid = self._new_id(last, rules)
+            self._label(late, rid)
+            self.current, self.current_id = last, rid
+
+    def _settle(self, p: Piece | None, rules: Rules) -> list[Piece]:
+        """Label the held pieces between the regime in force and ``p`` (``None``: the end);
+        return those that go with what comes next."""
+        held, self.held = self.held, []
+        cur = self.current
+        if not held:
+            return []
+        if cur is None:
+            return held
+        if cur.kind == TRANSITION:  # the transition went on through them
+            self._label(held, self.current_id)
+            return []
+        if sum(q.n for q in held) >= rules.min_blocks:  # a move that lasted: a transition
+            last = Piece(**{**asdict(held[-1]), "kind": TRANSITION, "tail": held[-1].tail})
+            rid = self._new_id(last, rules)
+            self._label(held, rid)
+            self.current, self.current_id = last, rid
+            return []
+        if p is None:
+            self._label(held, self.current_id)
+            return []
+        before, after = np.asarray(cur.tail), np.asarray(p.head)
+        costs = [
+            sum(float(np.abs(np.asarray(q.mean) - before).max()) for q in held[:k])
+            + sum(float(np.abs(np.asarray(q.mean) - after).max()) for q in held[k:])
+            for k in range(len(held) + 1)
+        ]
+        k = int(np.argmin(costs))
+        self._label(held[:k], self.current_id)
+        return held[k:]
+
+    def _match(self, p: Piece, rules: Rules) -> int | None:
+        """A known level (not the one in force) ``p`` is back at, if any."""
+        m = np.asarray(p.mean)
+        for rid, level in self.levels.items():
+            if rid != self.current_id and np.all(np.abs(m - np.asarray(level)) < rules.min_step / 2):
+                return rid
+        return None
+
+    def _new_id(self, p: Piece, rules: Rules) -> int:
+        if self.n_regimes < rules.max_regimes:
+            rid = self.n_regimes
+            self.kinds[rid] = p.kind or LEVEL
+            return rid
+        known = list(self.centroids.items())  # no id left: the nearest regime
+        return min(known, key=lambda kv: float(np.abs(np.asarray(kv[1]) - np.asarray(p.mean)).max()))[0]
+
+    def _label(self, pieces: list[Piece], rid: int) -> None:
+        for q in pieces:
+            if self.runs and self.runs[-1][2] == rid and self.runs[-1][1] == q.start:
+                s, _, _ = self.runs[-1]
+                self.runs[-1] = (s, q.end, rid)
+            else:
+                self.runs.append((q.start, q.end, rid))
+            self._note(q, rid)
+
+    def _note(self, q: Piece, rid: int) -> None:
+        """Where regime ``rid`` stands after piece ``q`` (a burst's short piece moves nothing)."""
+        if q.kind is None and rid in self.centroids:
+            return
+        if self.kinds.get(rid) == LEVEL:
+            self.levels[rid] = q.tail
+        self.centroids[rid] = q.tail if self.kinds.get(rid) == LEVEL else q.mean
+
+    def copy(self) -> RegimeLayer:
+        """A copy to read ahead on (pieces and levels are immutable; of the runs only the last
+        is kept, the one a new piece may extend)."""
+        return RegimeLayer(
+            runs=self.runs[-1:],
+            kinds=dict(self.kinds),
+            levels=dict(self.levels),
+            centroids=dict(self.centroids),
+            current=self.current,
+            current_id=self.current_id,
+            held=list(self.held),
+        )
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "runs": [list(r) for r in self.runs],
+            "kinds": {str(k): v for k, v in self.kinds.items()},
+            "levels": {str(k): list(v) for k, v in self.levels.items()},
+            "centroids": {str(k): list(v) for k, v in self.centroids.items()},
+            "current": None if self.current is None else asdict(self.current),
+            "current_id": self.current_id,
+            "held": [asdict(q) for q in self.held],
+        }
+
+    @classmethod
+    def from_state(cls, s: dict[str, Any]) -> RegimeLayer:
+        def piece(d: dict[str, Any]) -> Piece:
+            def floats(k: str) -> tuple[float, ...]:
+                return tuple(float(v) for v in d[k])
+
+            return Piece(
+                start=int(d["start"]),
+                end=int(d["end"]),
+                head=floats("head"),
+                tail=floats("tail"),
+                sd=floats("sd"),
+                mean=floats("mean"),
+                slope=floats("slope"),
+                kind=None if d["kind"] is None else str(d["kind"]),
+            )
+
+        return cls(
+            runs=[(int(a), int(b), int(c)) for a, b, c in s["runs"]],
+            kinds={int(k): str(v) for k, v in s["kinds"].items()},
+            levels={int(k): tuple(float(x) for x in v) for k, v in s["levels"].items()},
+            centroids={int(k): tuple(float(x) for x in v) for k, v in s["centroids"].items()},
+            current=None if s["current"] is None else piece(s["current"]),
+            current_id=int(s["current_id"]),
+            held=[piece(q) for q in s["held"]],
+        )
+
+
+def _continues(cur: Piece, p: Piece, rules: Rules) -> bool:
+    """Whether ``p`` goes on from ``cur``: no step a person sees (at least ``min_step`` and
+    significant) in any feature, and the same kind (a transition the same way)."""
+    if not rules.join:
+        return False
+    step = np.abs(np.asarray(p.head) - np.asarray(cur.tail))
+    sd = np.hypot(np.asarray(p.sd), np.asarray(cur.sd))
+    if np.any((step >= rules.min_step) & (step >= rules.z * sd)):
+        return False
+    if cur.kind is None or p.kind is None:
+        return True
+    if cur.kind != p.kind:
+        return False
+    return cur.kind == LEVEL or bool(np.all(np.sign(p.slope) * np.sign(cur.slope) >= 0))
+
+
+__all__ = ["LEVEL", "TRANSITION", "Piece", "RegimeLayer", "Rules"]
