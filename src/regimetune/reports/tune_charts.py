@@ -19,10 +19,19 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-_POLICY_COLORS = ("#1f77b4", "#7f7f7f", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+# ten distinct colours (tab10, grey second) and as many markers: two policies whose lines
+# coincide still show as two markers
+_POLICY_COLORS = (
+    "#1f77b4", "#7f7f7f", "#ff7f0e", "#2ca02c", "#9467bd",
+    "#8c564b", "#e377c2", "#d62728", "#bcbd22", "#17becf",
+)  # fmt: skip
+_POLICY_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">", "*")
+EFFICIENCY_LABEL = "efficiency (trace time / simulated time)"
 
 
-def _finish(ax: Axes, *, xlabel: str, ylabel: str, legend: bool = True) -> None:
+def _finish(ax: Axes, *, xlabel: str, ylabel: str, legend: bool = True, title: str = "") -> None:
+    if title:
+        ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -49,7 +58,12 @@ def miss_ratio_curves(
     ax.set_xscale("log")
     ax.set_yscale("log")  # traces with strong locality miss a few percent: a linear axis hides it
     ax.set_ylim(top=1.05)
-    _finish(ax, xlabel="LRU cache size (keys); dotted: the regime's tuned limit", ylabel="miss ratio")
+    _finish(
+        ax,
+        xlabel="LRU cache size (keys); dotted: the regime's tuned limit",
+        ylabel="miss ratio (misses / requests)",
+        title="Miss ratio of an LRU cache, per regime",
+    )
     return fig
 
 
@@ -79,7 +93,12 @@ def limits_timeline(
     ax.step(t, limit, where="mid", color="#d62728", lw=1.8, label="tuned limit in force")
     ax.set_yscale("log")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
-    _finish(ax, xlabel=f"{xlabel}; shaded in the colour of the regime the policy followed", ylabel="keys")
+    _finish(
+        ax,
+        xlabel=f"{xlabel}; shaded in the colour of the regime the policy followed",
+        ylabel="keys",
+        title="Keyspace, tuned limit in force and keys held by the tuned cache",
+    )
     return fig
 
 
@@ -101,20 +120,41 @@ def convergence(values: np.ndarray, feasible: np.ndarray) -> Figure:
     if ok.any() and np.all(values[ok] > 0):
         ax.set_yscale("log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _finish(ax, xlabel="evaluations", ylabel="objective (lower is better)")
+    _finish(
+        ax,
+        xlabel="evaluation",
+        ylabel="objective (dimensionless, lower is better)",
+        title=f"Optimiser convergence over {len(values)} evaluations",
+    )
     return fig
 
 
 def cost_sweep(miss_costs: np.ndarray, series: Mapping[str, np.ndarray], *, xlabel: str) -> Figure:
-    """Efficiency of each policy against the store's miss cost (the cost model's sensitivity)."""
+    """Efficiency of each policy against the store's miss cost (the cost model's sensitivity):
+    each policy its own colour and marker, the first (the tuned policy) drawn last, hollow and
+    larger, so a baseline whose line it covers still shows."""
     fig = _new_figure()
     ax = fig.add_subplot()
-    for i, (name, ys) in enumerate(series.items()):
-        ax.plot(miss_costs, ys, marker="o", ms=4, lw=1.6, color=_POLICY_COLORS[i % len(_POLICY_COLORS)],
-                label=name)  # fmt: skip
+    for i, (name, ys) in reversed(list(enumerate(series.items()))):
+        first = i == 0
+        ax.plot(
+            miss_costs, ys, marker=_POLICY_MARKERS[i % len(_POLICY_MARKERS)], ms=9 if first else 5,
+            mfc="none" if first else None, mew=1.8 if first else 1.0, lw=2.2 if first else 1.3,
+            ls="-" if first else "--", color=_POLICY_COLORS[i % len(_POLICY_COLORS)], label=name,
+            zorder=3 if first else 2,
+        )  # fmt: skip
     if len(miss_costs) and np.all(np.asarray(miss_costs) > 0):
         ax.set_xscale("log")
-    _finish(ax, xlabel=xlabel, ylabel="efficiency")
+    _finish(
+        ax,
+        xlabel=xlabel,
+        ylabel=EFFICIENCY_LABEL,
+        legend=False,
+        title="Efficiency against the store's miss cost",
+    )
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:  # in the order given, the tuned policy first
+        ax.legend(handles[::-1], labels[::-1], fontsize=9, ncol=2)
     return fig
 
 
@@ -139,7 +179,9 @@ def rescale_weights(weights: Mapping[int, tuple[float, float, float]]) -> Figure
     ax.set_yscale("log")
     low = min((w for ws in weights.values() for w in ws), default=1.0)
     ax.set_ylim(bottom=low / 3.0)  # a bar at the smallest weight still shows
-    _finish(ax, xlabel="", ylabel="weight")
+    _finish(
+        ax, xlabel="", ylabel="weight (max(W_L, W_D) = 1)", title="Pufferscale weights in force per regime"
+    )
     return fig
 
 
@@ -157,7 +199,8 @@ def campaign_scores(
         names = list(dict.fromkeys(n for r in ids for n in sc[r]))
         _grouped_bars(ax, [_group(r) for r in ids], {n: [sc[r].get(n, np.nan) for r in ids] for n in names})
         ax.set_title(name, fontsize=10)
-        _finish(ax, xlabel="", ylabel="campaign score (lower is better)" if ax is axes[0] else "")
+        _finish(ax, xlabel="", ylabel="campaign score (sum of squared residuals)" if ax is axes[0] else "")
+    fig.suptitle("Campaign score per regime, tuned candidate and presets (lower is better)")
     return fig
 
 
