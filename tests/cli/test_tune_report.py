@@ -376,7 +376,7 @@ def test_the_timeline_says_its_regimes_are_the_live_ones(
 ) -> None:
     for path, _out in (cache_report, rescale_report):
         html = path.read_text()
-        assert f"<h2>{escape(LIVE_SECTION)}</h2>" in html and "each from where it began" not in html
+        assert f"<h2>{escape(LIVE_SECTION)}</h2>" in html and "(replayed)" not in html
 
 
 @pytest.mark.parametrize("which", ["cache_report", "rescale_report"])

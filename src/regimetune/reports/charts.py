@@ -71,8 +71,9 @@ def rate_timeline(
         # label -1: windows before the online detector held any regime
         color, name = (regime_color(rid), f"regime {rid}") if rid >= 0 else (_NO_REGIME, "no regime yet")
         ax.scatter(t[m], rate[m], s=8, color=color, label=name, lw=0)
-    for c in changes:
-        ax.axvline((c.confirmed_time - origin) / scale, color="0.35", ls="--", lw=0.8)
+    for i, c in enumerate(changes):
+        ax.axvline((c.confirmed_time - origin) / scale, color="0.35", ls="--", lw=0.8,
+                   label="change confirmed" if i == 0 else None)  # fmt: skip
     ax.set_xlabel(xlabel)
     ax.set_ylabel("read rate (reads/s)")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)

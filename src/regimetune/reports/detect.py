@@ -41,7 +41,7 @@ def _windows_text(frame: WindowFrame) -> str:
     """The windows' length, and the first's when the trace starts inside it."""
     length, first = window_length(frame), float(frame["length"][0])
     if first < length:
-        return f"{length:g} s (the first {first:g} s: the trace starts inside it)"
+        return f"{length:g} s (the first {first:.3g} s: the trace starts inside it)"
     return f"{length:g} s"
 
 
@@ -107,7 +107,7 @@ def detect_report(
         + (f", {len(changes)} confirmed changes (dashed lines where confirmed)." if changes else ".")
     )
     sections = [
-        ("read rate by regime, each from where it began (the trace replayed)", chart),
+        ("read rate by regime (replayed)", chart),
         ("segments", segments_table(segments, origin).html()),
     ]
     if changes:

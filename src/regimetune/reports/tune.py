@@ -69,7 +69,7 @@ def _chart(name: str, fig: Figure, alt: str) -> str:
     return figure_html(figure_data_uri(fig), alt, name=name)
 
 
-LIVE_SECTION = "read rate by the regime in force, each from its confirmation (live labels)"
+LIVE_SECTION = "read rate by the regime in force (live)"
 LIVE_TITLE = "Read rate by the regime whose policy was in force (live: from each confirmation)"
 """The timeline's title in the tune reports: its labels are the regime the service would have
 followed, from the window that confirmed it, unlike ``detect``'s, dated where each began."""

@@ -50,11 +50,14 @@ def miss_ratio_curves(
     line at each regime's tuned limit."""
     fig = _new_figure()
     ax = fig.add_subplot()
+    marked = False
     for rid, mr in sorted(curves.items()):
         shown = np.where(np.asarray(mr) > 0, mr, np.nan)  # no misses at all: off the log axis
         ax.plot(capacities, shown, color=regime_color(rid), lw=1.8, label=f"regime {rid}")
         if limits and rid in limits:
-            ax.axvline(limits[rid], color=regime_color(rid), ls=":", lw=1.2)
+            ax.axvline(limits[rid], color=regime_color(rid), ls=":", lw=1.2,
+                       label=None if marked else "tuned limit (dotted, in its regime's colour)")  # fmt: skip
+            marked = True
     ax.set_xscale("log")
     ax.set_yscale("log")  # traces with strong locality miss a few percent: a linear axis hides it
     ax.set_ylim(top=1.05)
@@ -89,8 +92,8 @@ def limits_timeline(
             if labels[a] >= 0:
                 ax.axvspan(t[a] - half, t[b - 1] + half, color=regime_color(int(labels[a])), alpha=0.12, lw=0)
     ax.plot(t, keyspace, color="0.25", lw=1.6, label="keyspace (distinct keys so far)")
-    ax.plot(t, cache_keys, color="#1f77b4", lw=1.4, label="keys held by the tuned cache")
-    ax.step(t, limit, where="mid", color="#d62728", lw=1.8, label="tuned limit in force")
+    ax.step(t, limit, where="mid", color="#d62728", lw=2.4, label="tuned limit in force")
+    ax.plot(t, cache_keys, color="#1f77b4", lw=1.4, ls="--", label="keys held by the tuned cache")
     ax.set_yscale("log")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
     _finish(
@@ -109,10 +112,11 @@ def convergence(values: np.ndarray, feasible: np.ndarray) -> Figure:
     ax = fig.add_subplot()
     n = np.arange(1, len(values) + 1)
     ok = np.isfinite(values)
-    ax.scatter(n[ok & feasible], values[ok & feasible], s=18, color="#2ca02c", label="meets the constraints")
+    ax.scatter(n[ok & feasible], values[ok & feasible], s=24, color="#2ca02c", label="meets the constraints",
+               zorder=3)  # fmt: skip
     ax.scatter(
         n[ok & ~feasible], values[ok & ~feasible], s=18, facecolor="none", edgecolor="#d62728",
-        label="misses a constraint",
+        label="misses a constraint", zorder=3,
     )  # fmt: skip
     best = np.fmin.accumulate(np.where(ok, values, np.inf))
     ax.step(n, np.where(np.isfinite(best), best, np.nan), where="post", color="#1f77b4", lw=1.8,
@@ -178,10 +182,11 @@ def rescale_weights(weights: Mapping[int, tuple[float, float, float]]) -> Figure
         lab.set_color(regime_color(r) if r >= 0 else _NO_REGIME)
     ax.set_yscale("log")
     low = min((w for ws in weights.values() for w in ws), default=1.0)
-    ax.set_ylim(bottom=low / 3.0)  # a bar at the smallest weight still shows
-    _finish(
-        ax, xlabel="", ylabel="weight (max(W_L, W_D) = 1)", title="Pufferscale weights in force per regime"
-    )
+    high = max((w for ws in weights.values() for w in ws), default=1.0)
+    ax.set_ylim(bottom=low / 3.0, top=high * 10.0)  # the smallest bar shows; the legend clears the tallest
+    _finish(ax, xlabel="", ylabel="weight (max(W_L, W_D) = 1)", legend=False,
+            title="Pufferscale weights in force per regime")  # fmt: skip
+    ax.legend(fontsize=9, ncol=3, loc="upper center")
     return fig
 
 
