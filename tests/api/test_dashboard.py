@@ -270,7 +270,7 @@ def test_each_change_is_drawn_where_it_began_and_where_it_was_confirmed(served: 
     assert changes and late, "no change confirmed after it began: nothing to tell apart"
     page = Page(served.dom())
     began = [int(a["data-window"]) for a in page.all("line", "began")]
-    known = [int(a["data-window"]) for a in page.all("line", "marker")]
+    known = [int(a["data-window"]) for a in page.all("line", "confirmed")]
     assert sorted(began) == sorted(int(d["inputs"]["at_window"]) for d in changes)
     assert sorted(known) == sorted(int(d["inputs"]["window"]) for d in changes)
     bars = {int(b["data-window"]): b for b in page.all("rect", "window-bar")}
@@ -341,7 +341,7 @@ def test_tuning_jobs_are_listed_with_their_progress(served: Served) -> None:
     assert rows[rescale["id"][:8]][1:3] == ["rescale", "succeeded"]
     n = len(served.regimes)
     assert rows[rescale["id"][:8]][3] == (
-        f"{10 * (n + 1)} evaluations = {n + 1} regimes ({n} + the default, before the first) \N{MULTIPLICATION SIGN} (6 searched + 4 presets)"
+        f"{10 * (n + 1)} evaluations: {n + 1} regimes ({n} + the default) \N{MULTIPLICATION SIGN} (6 searched + 4 presets)"
     )
     assert rows[rescale["id"][:8]][4] == f"{RESCALE_SCORE} campaign SSR"
     assert rows[running["id"][:8]][1:4] == ["cache", "running", f"{RUNNING_DONE} / {RUNNING_BUDGET}"]
