@@ -391,6 +391,8 @@ def test_a_backend_behind_shows_what_it_holds_beside_what_is_desired(served: Ser
     differ = {r[0] for r in page.tables["desired-delivered"]} - {"regime"}
     assert len(page.all("td", "diff")) == len(differ)
     assert f"backend behind: v{new} to deliver" in dom
+    if status["last_error"]:  # the push worker tried and failed before the page was read
+        assert f"last delivery error:</span> {status['last_error']}" in dom
 
 
 class Browser:

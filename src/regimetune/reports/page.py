@@ -180,9 +180,9 @@ __all__ = [
     "BASELINE_NOTE",
     "SEGMENT_HEADERS",
     "HtmlTable",
-    "tuned_policy_text",
     "figure_html",
     "render_page",
     "segment_cells",
     "since_start",
+    "tuned_policy_text",
 ]

@@ -26,7 +26,6 @@ _POLICY_COLORS = (
     "#8c564b", "#e377c2", "#d62728", "#bcbd22", "#17becf",
 )  # fmt: skip
 _POLICY_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">", "*")
-EFFICIENCY_LABEL = "efficiency (trace time / simulated time)"
 
 
 def _finish(ax: Axes, *, xlabel: str, ylabel: str, legend: bool = True, title: str = "") -> None:
@@ -50,20 +49,18 @@ def miss_ratio_curves(
     line at each regime's tuned limit."""
     fig = _new_figure()
     ax = fig.add_subplot()
-    marked = False
     for rid, mr in sorted(curves.items()):
         shown = np.where(np.asarray(mr) > 0, mr, np.nan)  # no misses at all: off the log axis
         ax.plot(capacities, shown, color=regime_color(rid), lw=1.8, label=f"regime {rid}")
-        if limits and rid in limits:
-            ax.axvline(limits[rid], color=regime_color(rid), ls=":", lw=1.2,
-                       label=None if marked else "tuned limit (dotted, in its regime's colour)")  # fmt: skip
-            marked = True
+    for i, (rid, limit) in enumerate(sorted((r, n) for r, n in (limits or {}).items() if r in curves)):
+        ax.axvline(limit, color=regime_color(rid), ls=":", lw=1.2,
+                   label="tuned limit (dotted, in its regime's colour)" if i == 0 else None)  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")  # traces with strong locality miss a few percent: a linear axis hides it
     ax.set_ylim(top=1.05)
     _finish(
         ax,
-        xlabel="LRU cache size (keys); dotted: the regime's tuned limit",
+        xlabel="LRU cache size (keys)",
         ylabel="miss ratio (misses / requests)",
         title="Miss ratio of an LRU cache, per regime",
     )
@@ -152,7 +149,7 @@ def cost_sweep(miss_costs: np.ndarray, series: Mapping[str, np.ndarray], *, xlab
     _finish(
         ax,
         xlabel=xlabel,
-        ylabel=EFFICIENCY_LABEL,
+        ylabel="efficiency (trace time / simulated time)",
         legend=False,
         title="Efficiency against the store's miss cost",
     )
