@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,32 @@ def _compiled_detector() -> None:
     from regimetune.regimes.detector import compile_kernel
 
     compile_kernel()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def screenshot(tmp_path: Path) -> Callable[..., Path]:
+    """``screenshot(url, name, height=...)`` renders ``url`` in headless Chromium (Debian's
+    package; the test skips without it) 1400 px wide and saves what a reader sees as
+    ``tmp_path/<name>.png``, with the test's output (kept where ``--basetemp`` points)."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    chromium = CHROMIUM
+
+    def shoot(url: str, name: str, *, height: int = 1400) -> Path:
+        path = tmp_path / f"{name}.png"
+        subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             f"--window-size=1400,{height}", "--virtual-time-budget=8000",
+             "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", f"--screenshot={path}", url],
+            capture_output=True, timeout=120, check=True,
+        )  # fmt: skip
+        assert path.is_file(), f"chromium wrote no screenshot of {url}"
+        return path
+
+    return shoot
 
 
 @pytest.fixture(scope="session")

@@ -11,13 +11,15 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from regimetune.api import create_app
@@ -32,6 +34,11 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
 )
 RUNNING_DONE, RUNNING_BUDGET = 3, 10
+PRESETS = 4  # the presets a rescale job scores in every regime besides its budget
+#: The tuned cache policy as the stub's cache job simulated it (``report["best"]``).
+SIMULATED = {"hit_ratio": 0.9123, "hit_ratio_vs_unlimited": 0.97, "mean_bytes": 12_345_678.0,
+             "memory_fraction": 0.071, "peak_bytes": 20_500_000.0, "feasible": True}  # fmt: skip
+CACHE_SCORE, RESCALE_SCORE = 8.745, 0.07164
 EPOCH = 1_700_000_000.0  # the run's clock starts here: the page shows times after its first window
 
 
@@ -58,11 +65,26 @@ class StubRunner:
             Path(kw["checkpoint"]).write_text('{"params": {"x": 1.0}, "value": 1.0}\n' * RUNNING_DONE)
             self.release.wait(60)
         if objective == "cache":
-            regimes = {r: {"cache": {"mode": "lru", "limit_keys": limit_of(r)}} for r in self.regimes}
-            report: dict[str, Any] = {"n_evaluations": budget, "best_value": 0.25}
-        else:
-            regimes = {r: {"weights": weights_of(r)} for r in self.regimes}
-            report = {str(r): {"evaluations": budget + 4} for r in self.regimes}
+            regimes = {
+                r: {
+                    "cache": {"mode": "lru", "limit_keys": limit_of(r)},
+                    "source": "tuned",
+                    "score": CACHE_SCORE,
+                }
+                for r in self.regimes
+            }
+            report: dict[str, Any] = {"n_evaluations": budget, "best_value": CACHE_SCORE, "best": SIMULATED}
+        else:  # as a rescale tuning reports it: each regime and the default (-1) searched and scored
+            regimes = {
+                r: {"weights": weights_of(r), "source": "tuned", "score": RESCALE_SCORE} for r in self.regimes
+            }
+            per_regime = {str(r): {"evaluations": budget + PRESETS} for r in [-1, *self.regimes]}
+            report = {
+                "n_evaluations": (budget + PRESETS) * len(per_regime),
+                "budget": budget,
+                "best_value": RESCALE_SCORE,
+                "regimes": per_regime,
+            }
         return {"policy_file": {"regimes": regimes}, "report": report}
 
 
@@ -238,6 +260,58 @@ def test_a_zoomed_timeline_draws_only_the_windows_in_view(served: Served) -> Non
     assert "+0:30:00" in page.texts["x-tick"]
 
 
+def test_each_change_is_drawn_where_it_began_and_where_it_was_confirmed(served: Served) -> None:
+    """The windows between a change's start and its confirmation carry the live label (the
+    old regime's policy ran) but are drawn, pale, in the colour of the regime that began."""
+    with httpx.Client(base_url=served.url, headers=AUTH, timeout=30) as http:
+        decisions = http.get("/v1/decisions", params={"limit": 100}).json()["items"]
+    changes = [d for d in decisions if d["regime_from"] != d["regime_to"] and "at_window" in d["inputs"]]
+    late = [d for d in changes if d["inputs"]["at_window"] < d["inputs"]["window"]]
+    assert changes and late, "no change confirmed after it began: nothing to tell apart"
+    page = Page(served.dom())
+    began = [int(a["data-window"]) for a in page.all("line", "began")]
+    known = [int(a["data-window"]) for a in page.all("line", "confirmed")]
+    assert sorted(began) == sorted(int(d["inputs"]["at_window"]) for d in changes)
+    assert sorted(known) == sorted(int(d["inputs"]["window"]) for d in changes)
+    bars = {int(b["data-window"]): b for b in page.all("rect", "window-bar")}
+    for d in late:
+        a, w = int(d["inputs"]["at_window"]), int(d["inputs"]["window"])
+        for i in range(a, w):
+            assert "pending" in bars[i]["class"].split() and bars[i]["data-began"] == str(d["regime_to"])
+            assert bars[i]["data-regime"] != str(d["regime_to"])  # live, the old regime held
+        assert "pending" not in bars[w]["class"].split() and bars[w]["data-regime"] == str(d["regime_to"])
+        assert float(bars[a]["x"]) < float(bars[w]["x"])
+    assert sum("pending" in b["class"].split() for b in bars.values()) == sum(
+        int(d["inputs"]["window"] - d["inputs"]["at_window"]) for d in changes
+    )
+    last = max(changes, key=lambda d: d["id"])
+    since = re.search(r'<div id="since">(.*?)</div>', served.dom())
+    assert since and f"(window {int(last['inputs']['at_window'])}), known at" in since.group(1)
+    assert f"(window {int(last['inputs']['window'])})" in since.group(1)
+
+
+def test_the_policy_in_force_shows_its_hit_ratio_and_memory(served: Served) -> None:
+    dom = served.dom()
+    page = Page(dom)
+    rows = {r[0]: r[1] for r in page.tables["in-force"]}
+    desired = served.status["desired"]
+    assert rows["version"] == f"v{desired['version']} (regime {desired['policy']['regime_id']}, tuned)"
+    assert rows["hit ratio"] == "0.9123 (97.0 % of the unlimited cache's)"
+    assert rows["memory (time avg)"] == "12.3 MB (7.1 % of the unlimited cache's)"
+    assert rows["memory (peak)"] == "20.5 MB"
+    assert re.search(r'<span id="hit-ratio">0\.912</span>', dom) and '<span id="memory">12.3 MB</span>' in dom
+    assert f"as simulated by tuning job {served.jobs['cache']['id'][:8]}" in dom
+
+
+def test_the_time_range_picker_follows_the_newest_windows(served: Served) -> None:
+    end = served.windows[-1]["start"] + served.windows[-1]["length"] - served.windows[0]["start"]
+    page = Page(served.dom("&last=3600"))
+    got = [int(b["data-window"]) for b in page.all("rect", "window-bar")]
+    t0 = served.windows[0]["start"]
+    want = [w["index"] for w in served.windows if w["start"] - t0 + w["length"] > end - 3600]
+    assert got == want and 0 < len(got) < len(served.windows)
+
+
 def test_per_regime_policies_show_both_tuned_halves_in_the_chart_and_the_table(served: Served) -> None:
     page = Page(served.dom())
     bars = page.all("rect", "weight-bar")
@@ -250,6 +324,7 @@ def test_per_regime_policies_show_both_tuned_halves_in_the_chart_and_the_table(s
     for row, r in zip(rows, served.regimes, strict=True):
         w = weights_of(r)
         assert row[1:5] == ["tuned", "lru", f"{limit_of(r):,}", "-"]
+        assert row[8] == f"{RESCALE_SCORE} campaign SSR"  # the rescale job set it last
         assert [float(x) for x in row[5:8]] == pytest.approx(
             [w["w_load"], w["w_data"], w["w_time"]], rel=1e-2
         )
@@ -262,8 +337,13 @@ def test_tuning_jobs_are_listed_with_their_progress(served: Served) -> None:
     assert set(rows) == {j["id"][:8] for j in (cache, rescale, running)}
     assert rows[cache["id"][:8]][1:3] == ["cache", "succeeded"]
     assert rows[cache["id"][:8]][3] == "6 / 6"
+    assert rows[cache["id"][:8]][4] == f"{CACHE_SCORE} objective"
     assert rows[rescale["id"][:8]][1:3] == ["rescale", "succeeded"]
-    assert rows[rescale["id"][:8]][3] == f"{10 * len(served.regimes)} evaluations (budget 6 per regime)"
+    n = len(served.regimes)
+    assert rows[rescale["id"][:8]][3] == (
+        f"{10 * (n + 1)} evaluations: {n + 1} regimes ({n} + the default) \N{MULTIPLICATION SIGN} (6 searched + 4 presets)"
+    )
+    assert rows[rescale["id"][:8]][4] == f"{RESCALE_SCORE} campaign SSR"
     assert rows[running["id"][:8]][1:4] == ["cache", "running", f"{RUNNING_DONE} / {RUNNING_BUDGET}"]
     bars = [float(a["data-progress"]) for a in page.all("span", "bar")]
     assert sorted(bars) == pytest.approx([RUNNING_DONE / RUNNING_BUDGET, 1.0, 1.0])
@@ -311,6 +391,8 @@ def test_a_backend_behind_shows_what_it_holds_beside_what_is_desired(served: Ser
     differ = {r[0] for r in page.tables["desired-delivered"]} - {"regime"}
     assert len(page.all("td", "diff")) == len(differ)
     assert f"backend behind: v{new} to deliver" in dom
+    if status["last_error"]:  # the push worker tried and failed before the page was read
+        assert f"last delivery error:</span> {status['last_error']}" in dom
 
 
 class Browser:
@@ -415,3 +497,84 @@ def test_dragging_across_the_timeline_zooms_in_and_show_all_zooms_back_out(
     assert all(TIME.match(t) for t in got["ticks"]) and got["ticks"][0] != "+0:00:00"
     assert got["zoomed"] < got["wheel_out"] <= n  # the wheel zooms back out around the pointer
     assert got["reset"] == n and "from=" not in got["search_after"]
+
+
+def test_the_time_range_picker_and_the_typed_range(served: Served, tmp_path: Path) -> None:
+    async def script(b: Browser) -> dict[str, Any]:
+        await b.until("document.body.dataset.loaded === 'true'")
+        bars = "document.querySelectorAll('#timeline rect.window-bar').length"
+        out: dict[str, Any] = {}
+        await b.eval("(() => { const s = document.getElementById('range'); s.value = '600';"
+                     " s.dispatchEvent(new Event('change')); })()")  # fmt: skip
+        out["last"] = await b.eval(bars)
+        out["last_search"] = await b.eval("location.search")
+        await b.eval("document.getElementById('range-from').value = '+0:30:00';"
+                     "document.getElementById('range-to').value = '1:00:00';"
+                     "document.getElementById('range-apply').click()")  # fmt: skip
+        out["typed"] = await b.eval(bars)
+        out["typed_search"] = await b.eval("location.search")
+        out["picker"] = await b.eval("document.getElementById('range').value")
+        await b.eval("document.getElementById('range-from').value = 'soon';"
+                     "document.getElementById('range-apply').click()")  # fmt: skip
+        out["bad"] = await b.eval("document.getElementById('err').textContent")
+        out["after_bad"] = await b.eval(bars)
+        return out
+
+    got = drive(f"{served.url}/dashboard?token={READ_TOKEN}", script, tmp_path)
+    t0 = served.windows[0]["start"]
+    end = served.windows[-1]["start"] + served.windows[-1]["length"] - t0
+    in_last = [w for w in served.windows if w["start"] - t0 + w["length"] > end - 600]
+    assert got["last"] == len(in_last) and "last=600" in got["last_search"]
+    typed = [w for w in served.windows if w["start"] - t0 + w["length"] > 1800 and w["start"] - t0 < 3600]
+    assert (
+        got["typed"] == len(typed)
+        and "from=1800.000" in got["typed_search"]
+        and "last=" not in got["typed_search"]
+    )
+    assert got["picker"] == "custom"
+    assert "+h:mm:ss" in got["bad"] and got["after_bad"] == len(typed)  # a bad range changes nothing
+
+
+def test_delivery_errors_and_refused_versions_are_shown(served: Served, tmp_path: Path) -> None:
+    """What ``GET /v1/policy/status`` reports of failed deliveries: its ``last_error`` and, where
+    the service lists them, the versions the backend refused for good, with its reason."""
+    status = {
+        "desired": None,
+        "delivered_version": 2,
+        "pushing": True,
+        "pending": [4],
+        "last_error": "HTTP 503 <busy>",
+    }
+    show = (
+        "(async (s) => { await renderStatus(s, []); return [document.getElementById('last-error').textContent,"
+        " getComputedStyle(document.getElementById('refused')).display,"
+        " [...document.querySelectorAll('#refused tbody tr')].map((r) => r.textContent)]; })"
+    )
+
+    async def script(b: Browser) -> list[Any]:
+        import json
+
+        await b.until("document.body.dataset.loaded === 'true'")
+        refused = {**status, "refused": [{"version": 3, "reason": "limit_keys below the backend's floor"}]}
+        return [await b.eval(f"{show}({json.dumps(s)})") for s in (status, refused)]
+
+    without, with_refused = drive(f"{served.url}/dashboard?token={READ_TOKEN}", script, tmp_path)
+    assert without == ["last delivery error: HTTP 503 <busy>", "none", []]
+    assert with_refused[0] == without[0] and with_refused[1] != "none"
+    assert with_refused[2] == ["v3limit_keys below the backend's floor"]
+
+
+def test_the_dashboard_as_an_operator_sees_it(served: Served, screenshot: Callable[..., Path]) -> None:
+    """The page in Chromium, kept as ``dashboard.png``: the timeline in every regime's colour."""
+    from PIL import Image
+
+    page = (resources.files("regimetune.api") / "static" / "index.html").read_text()
+    found = re.search(r"const COLORS = \[(.*?)\];", page)
+    assert found
+    colors = re.findall(r'"(#[0-9a-f]{6})"', found.group(1))
+    shot = screenshot(f"{served.url}/dashboard?token={READ_TOKEN}", "dashboard", height=1700)
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    assert img.shape == (1700, 1400, 3)
+    for r in served.regimes:
+        rgb = np.array([int(colors[r % len(colors)][i : i + 2], 16) for i in (1, 3, 5)])
+        assert np.count_nonzero(np.all(np.abs(img.astype(int) - rgb) <= 12, axis=-1)) > 500, r

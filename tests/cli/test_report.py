@@ -9,11 +9,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 from typer.testing import CliRunner
 
 from regimetune.cli.main import app
-from regimetune.reports import regime_color
+from regimetune.models import WindowFrame, WindowStats
+from regimetune.reports import detect_report, regime_color
 
 runner = CliRunner()
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*(?!["']?(?:data:|#))|https?://|url\(\s*(?!["']?data:)""")
@@ -63,3 +66,40 @@ def test_chromium_renders_the_chart_and_the_tables(
     probe = chromium_probe(report[0])
     assert probe["imgs"] == ["true:1000x420"]  # the PNG decoded at its size (10 x 4.2 in at 100 dpi)
     assert probe["rows"] == [len(report[1]["segments"]), len(report[1]["changes"])]
+
+
+def _windows(lengths: list[float]) -> WindowFrame:
+    """Windows of the given lengths, back to back from t = 1000 s (the first ends on a
+    multiple of 10 s, as a trace that starts inside its first window)."""
+    starts = 1000.0 + np.concatenate([[0.0], np.cumsum(lengths)[:-1]])
+    return WindowFrame.from_records(
+        WindowStats(index=i, start=float(s), length=n, reads=100, writes=5, active_keys=10,
+                    keyspace_size=10, topk_share=0.5, entropy=1.0)
+        for i, (s, n) in enumerate(zip(starts, lengths, strict=True))
+    )  # fmt: skip
+
+
+def test_the_header_names_the_configured_window_length_not_the_partial_first() -> None:
+    frame = _windows([8.0, 10.0, 10.0, 10.0, 4.0])
+    html = detect_report(frame, np.zeros(5, dtype=np.int64), [], [], title="t")
+    assert "5 windows of 10 s (the first 8 s: the trace starts inside it)" in html
+    assert "windows of 8 s" not in html
+    whole = detect_report(_windows([10.0] * 3), np.zeros(3, dtype=np.int64), [], [], title="t")
+    assert "3 windows of 10 s from" in whole and "the first" not in whole
+
+
+def test_the_timeline_says_its_regimes_are_dated_where_each_began(report: tuple[Path, dict]) -> None:
+    html = report[0].read_text()
+    assert "<h2>read rate by regime (replayed)</h2>" in html
+    assert 'id="chart-rate-by-regime"' in html
+
+
+def test_the_report_as_a_reader_sees_it(report: tuple[Path, dict], screenshot: Callable[..., Path]) -> None:
+    """The whole page in Chromium, kept as ``detect-report.png``: the chart and both tables
+    drawn, the regimes' colours on screen."""
+    shot = screenshot(report[0].as_uri(), "detect-report", height=1800)
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    assert img.shape[1] == 1400 and img.std() > 10
+    for seg in report[1]["segments"]:
+        rgb = np.array([int(regime_color(seg["regime_id"])[i : i + 2], 16) for i in (1, 3, 5)])
+        assert np.count_nonzero(np.all(np.abs(img.astype(int) - rgb) <= 30, axis=-1)) > 100, seg

@@ -24,8 +24,17 @@ from regimetune.cli.main import app
 from regimetune.collectors import read_trace
 from regimetune.regimes import OnlineRegimeDetector
 from regimetune.reports import regime_color
-from regimetune.reports.tune import DEFAULT_ROW, NOT_COMPUTED, binding_note, cache_tune_report
-from regimetune.reports.tune_charts import miss_ratio_curves
+from regimetune.reports.page import BASELINE_LABELS, BASELINE_NOTE, tuned_policy_text
+from regimetune.reports.tune import (
+    DEFAULT_ROW,
+    LIVE_SECTION,
+    NOT_COMPUTED,
+    POLICY_CAPTION,
+    binding_note,
+    cache_tune_report,
+)
+from regimetune.reports.tune_charts import cost_sweep, miss_ratio_curves
+from regimetune.reports.tune_data import convergence_of
 from regimetune.tuner import CacheConfig, Workload, tune
 
 runner = CliRunner()
@@ -165,7 +174,7 @@ def test_every_cache_table_has_its_rows(cache_report: tuple[Path, dict]) -> None
     relative = out["best"]["hit_ratio"] / out["baselines"]["unlimited"]["hit_ratio"]
     assert "<th>hit ratio / unlimited</th>" in compare and f"<td>{100 * relative:.2f} %</td>" in compare
     assert re.search(r"<td>unlimited</td>(?:<td>[^<]*</td>){2}<td>100.00 %</td>", compare)
-    policy = tables["the tuned policy per regime: unlimited until the switch, then the LRU limit"]
+    policy = tables[POLICY_CAPTION]
     for rid, limit in out["best"]["limits"].items():
         assert f"<td>{rid}</td>" in policy and f"<td>{limit:,}</td>" in policy
         assert f"background:{regime_color(int(rid))}" in policy
@@ -296,3 +305,87 @@ def test_chromium_decodes_every_chart_and_table_of_the_tune_report(
     assert probe["imgs"] == ["true:1000x420"] * len(charts)  # each PNG decoded at its size
     assert probe["rows"] == _table_rows(path.read_text())
     assert all(n > 0 for n in probe["rows"])
+
+
+def test_the_tuned_policy_is_said_in_one_sentence_that_holds_together(
+    cache_report: tuple[Path, dict],
+) -> None:
+    html, out = cache_report[0].read_text(), cache_report[1]
+    sentence = tuned_policy_text(out["best"])
+    assert f"<p>{escape(sentence)}.</p>" in html and f"<p>{escape(BASELINE_NOTE)}</p>" in html
+    for rid, limit in out["best"]["limits"].items():
+        assert f"regime {rid}: {limit:,} keys" in sentence
+    from_start = {"switch": "keys", "high_watermark_keys": 0, "limits": {"0": 10}}
+    assert tuned_policy_text(from_start).startswith("tuned policy: per-regime LRU limits from the start")
+    assert "unlimited" not in tuned_policy_text(from_start).replace("no unlimited phase", "")
+    timed = tuned_policy_text({"switch": "time", "switch_time_s": 1800.0, "limits": {}})
+    assert timed == (
+        "tuned policy: unlimited until t = 1,800 s (the detected 3rd regime's start), then per-regime LRU limits"
+    )
+    policy = _tables(html)[POLICY_CAPTION]
+    assert "unlimited until the switch" not in html and "<th>limit in force</th>" in policy
+    if int(out["best"]["high_watermark_keys"] or 0) <= 1 and out["best"]["switch"] != "time":
+        assert "<td>from the start (no unlimited phase)</td>" in policy
+
+
+def test_every_baseline_is_named_and_explained() -> None:
+    for name in ("LRU 100K", "100K -> 10K", "K-means", "LRU at the memory budget"):
+        assert name in BASELINE_LABELS.values() and name in BASELINE_NOTE
+    assert "then holds as many keys as the keyspace had then" in BASELINE_NOTE  # a whole sentence
+
+
+def test_the_convergence_chart_marks_the_evaluations_that_meet_the_constraints(tuned: tuple) -> None:
+    """The pulls towards less memory and more efficiency are never zero: only the hinges of
+    the efficiency target and the memory budget say whether an evaluation meets them."""
+    from regimetune.models import Evaluation
+
+    met = Evaluation(params={}, residuals=(0.0, 0.0, 2.4, 0.05), value=5.8)
+    short = Evaluation(params={}, residuals=(1.5, 0.0, 0.9, 0.4), value=3.2)
+    over = Evaluation(params={}, residuals=(0.0, 0.7, 3.1, 0.01), value=9.6)
+    failed = Evaluation(params={}, error="boom")
+    values, meets = convergence_of([met, short, over, failed])
+    assert meets.tolist() == [True, False, False, False] and np.isnan(values[3])
+    result, _work = tuned
+    values, meets = convergence_of(result.evaluations)
+    assert len(values) == len(result.evaluations)
+    if result.report["best"]["feasible"]:  # the table's "meets constraints: yes" has a filled marker
+        assert meets.any()
+
+
+def test_the_cost_sweep_gives_every_policy_its_own_colour_and_marker() -> None:
+    names = [BASELINE_LABELS[n] for n in ("tuned", "unlimited", "lru_100k", "two_phase_100k_10k",
+                                          "kmeans_suggestion", "lru_scaled", "two_phase_scaled", "lru_budget")]  # fmt: skip
+    x = np.array([0.01, 0.02, 0.05, 0.1])
+    fig = cost_sweep(x, {n: 1.0 - x for n in names}, xlabel="miss cost")  # every line on the same points
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    assert set(lines) == set(names)
+    assert len({ln.get_color() for ln in lines.values()}) == len(names)
+    assert len({ln.get_marker() for ln in lines.values()}) == len(names)
+    tuned = lines["tuned"]
+    assert (
+        tuned.get_zorder() > lines["LRU at the memory budget"].get_zorder()
+        and tuned.get_markerfacecolor() == "none"
+    )
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == names  # in the order given, the tuned policy first
+    assert fig.axes[0].get_title() and "efficiency" in fig.axes[0].get_ylabel()
+
+
+def test_the_timeline_says_its_regimes_are_the_live_ones(
+    cache_report: tuple[Path, dict], rescale_report: tuple[Path, dict]
+) -> None:
+    for path, _out in (cache_report, rescale_report):
+        html = path.read_text()
+        assert f"<h2>{escape(LIVE_SECTION)}</h2>" in html and "(replayed)" not in html
+
+
+@pytest.mark.parametrize("which", ["cache_report", "rescale_report"])
+def test_the_tune_report_as_a_reader_sees_it(
+    which: str, request: pytest.FixtureRequest, screenshot: Callable[..., Path]
+) -> None:
+    """The whole page in Chromium, kept as ``<which>.png``: every chart drawn in colour."""
+    path, out = request.getfixturevalue(which)
+    charts = _cache_charts(out) if which == "cache_report" else RESCALE_CHARTS
+    shot = screenshot(path.as_uri(), which, height=900 + 560 * len(charts))
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    assert img.shape[1] == 1400 and _saturated(img) > 1500 * len(charts)

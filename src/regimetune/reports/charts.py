@@ -38,6 +38,12 @@ def regime_color(regime_id: int) -> str:
     return _PALETTE[regime_id % len(_PALETTE)]
 
 
+def window_length(frame: WindowFrame) -> float:
+    """The windows' configured length: the longest window's (the first and the last may be
+    cut short where the trace starts or ends inside them)."""
+    return float(frame["length"].max()) if len(frame) else 0.0
+
+
 def _new_figure(width: float = 10.0, height: float = 4.2) -> Figure:
     from matplotlib.figure import Figure
 
@@ -65,10 +71,11 @@ def rate_timeline(
         # label -1: windows before the online detector held any regime
         color, name = (regime_color(rid), f"regime {rid}") if rid >= 0 else (_NO_REGIME, "no regime yet")
         ax.scatter(t[m], rate[m], s=8, color=color, label=name, lw=0)
-    for c in changes:
-        ax.axvline((c.confirmed_time - origin) / scale, color="0.35", ls="--", lw=0.8)
+    for i, c in enumerate(changes):
+        ax.axvline((c.confirmed_time - origin) / scale, color="0.35", ls="--", lw=0.8,
+                   label="change confirmed" if i == 0 else None)  # fmt: skip
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("reads per second")
+    ax.set_ylabel("read rate (reads/s)")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
     ax.grid(alpha=0.3)
     if title:
@@ -85,4 +92,4 @@ def figure_data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-__all__ = ["figure_data_uri", "rate_timeline", "regime_color"]
+__all__ = ["figure_data_uri", "rate_timeline", "regime_color", "window_length"]

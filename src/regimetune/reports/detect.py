@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from regimetune.models import InputError, RegimeChange, RegimeSegment, WindowFrame
-from regimetune.reports.charts import figure_data_uri, rate_timeline, regime_color
+from regimetune.reports.charts import figure_data_uri, rate_timeline, regime_color, window_length
 from regimetune.reports.page import (
     SEGMENT_HEADERS,
     HtmlTable,
@@ -30,6 +30,19 @@ def _origin_text(origin: float) -> str:
     if origin >= _EPOCH_2000:
         return datetime.fromtimestamp(origin, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"t = {origin:,.0f} s"
+
+
+REPLAYED_TITLE = "Read rate by regime, each regime from where it began (the trace replayed)"
+"""The timeline's title in ``detect``'s report: its labels are dated in hindsight, unlike the
+tune report's live labels (the regime whose policy was in force, from each confirmation)."""
+
+
+def _windows_text(frame: WindowFrame) -> str:
+    """The windows' length, and the first's when the trace starts inside it."""
+    length, first = window_length(frame), float(frame["length"][0])
+    if first < length:
+        return f"{length:g} s (the first {first:.3g} s: the trace starts inside it)"
+    return f"{length:g} s"
 
 
 def segments_table(segments: Sequence[RegimeSegment], origin: float) -> HtmlTable:
@@ -84,15 +97,17 @@ def detect_report(
 
     matplotlib.use("Agg")
     origin = float(frame["start"][0])
-    fig = rate_timeline(frame, labels, changes=changes)
-    chart = figure_html(figure_data_uri(fig), "reads per second over time, coloured by regime")
+    fig = rate_timeline(frame, labels, changes=changes, title=REPLAYED_TITLE)
+    chart = figure_html(
+        figure_data_uri(fig), "reads per second over time, coloured by regime", name="rate-by-regime"
+    )
     meta = (
-        f"{len(frame):,} windows of {float(frame['length'][0]):g} s from {_origin_text(origin)}; "
+        f"{len(frame):,} windows of {_windows_text(frame)} from {_origin_text(origin)}; "
         f"times are relative to the trace's start; {len(segments)} segments"
         + (f", {len(changes)} confirmed changes (dashed lines where confirmed)." if changes else ".")
     )
     sections = [
-        ("read rate by regime", chart),
+        ("read rate by regime (replayed)", chart),
         ("segments", segments_table(segments, origin).html()),
     ]
     if changes:

@@ -3,10 +3,10 @@ no external URL, so the file opens offline and can be mailed as is."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from regimetune.models import RegimeChange, RegimeSegment
@@ -116,6 +116,53 @@ def segment_cells(segment: RegimeSegment, origin: float) -> tuple[str, ...]:
     )
 
 
+#: How the reports and the terminal name each baseline policy ``tune`` simulates.
+BASELINE_LABELS = {
+    "unlimited": "unlimited",
+    "lru_100k": "LRU 100K",
+    "two_phase_100k_10k": "100K -> 10K",
+    "kmeans_suggestion": "K-means",
+    "lru_scaled": "LRU 10K scaled",
+    "two_phase_scaled": "100K -> 10K scaled",
+    "lru_budget": "LRU at the memory budget",
+    "tuned": "tuned",
+}
+
+#: What each baseline does, in one sentence under the comparison (terminal and HTML).
+BASELINE_NOTE = (
+    "Baselines: LRU 100K holds at most 100K keys; 100K -> 10K grows without limit until the "
+    "cache holds 100K keys, then holds 10K (Sevilla et al.); the scaled variants scale both "
+    "numbers to this trace's keyspace; K-means grows without limit until the 3rd regime K-means "
+    "finds begins, then holds as many keys as the keyspace had then; LRU at the memory budget "
+    "holds the budget's share of the unlimited cache's mean keys from the start."
+)
+
+
+def tuned_policy_text(best: Mapping[str, Any]) -> str:
+    """The tuned cache policy in one sentence, from a tuning report's ``best`` row: when the
+    per-regime limits take over (from the start, at a keyspace size or at a time) and each.
+
+    >>> tuned_policy_text({"switch": "keys", "high_watermark_keys": 0, "limits": {"1": 900, "0": 50}})
+    'tuned policy: per-regime LRU limits from the start (no unlimited phase); regime 0: 50 keys, regime 1: 900 keys'
+    >>> tuned_policy_text({"switch": "keys", "high_watermark_keys": 12000, "limits": {}})
+    'tuned policy: unlimited until the cache holds 12,000 keys, then per-regime LRU limits'
+    """
+    if best.get("switch") == "time":
+        when = (
+            f"unlimited until t = {float(best['switch_time_s']):,.0f} s (the detected 3rd regime's "
+            "start), then per-regime LRU limits"
+        )
+    elif int(best.get("high_watermark_keys") or 0) <= 1:
+        when = "per-regime LRU limits from the start (no unlimited phase)"
+    else:
+        when = f"unlimited until the cache holds {int(best['high_watermark_keys']):,} keys, then per-regime LRU limits"
+    limits = ", ".join(
+        f"regime {r}: {int(n):,} keys"
+        for r, n in sorted((best.get("limits") or {}).items(), key=lambda x: int(x[0]))
+    )
+    return f"tuned policy: {when}" + (f"; {limits}" if limits else "")
+
+
 def render_page(title: str, meta: str, sections: Sequence[tuple[str, str]]) -> str:
     """A whole HTML document: a title, a line of context, then (heading, HTML fragment) sections."""
     parts = [f"<h2>{escape(h)}</h2>\n{fragment}" for h, fragment in sections]
@@ -128,4 +175,14 @@ def render_page(title: str, meta: str, sections: Sequence[tuple[str, str]]) -> s
     )
 
 
-__all__ = ["SEGMENT_HEADERS", "HtmlTable", "figure_html", "render_page", "segment_cells", "since_start"]
+__all__ = [
+    "BASELINE_LABELS",
+    "BASELINE_NOTE",
+    "SEGMENT_HEADERS",
+    "HtmlTable",
+    "figure_html",
+    "render_page",
+    "segment_cells",
+    "since_start",
+    "tuned_policy_text",
+]

@@ -21,9 +21,16 @@ import numpy as np
 from regimetune.models import InputError, WindowFrame
 from regimetune.regimes.plot import time_axis
 from regimetune.reports import tune_charts
-from regimetune.reports.charts import figure_data_uri, rate_timeline, regime_color
+from regimetune.reports.charts import figure_data_uri, rate_timeline, regime_color, window_length
 from regimetune.reports.detect import write_detect_report
-from regimetune.reports.page import HtmlTable, figure_html, render_page
+from regimetune.reports.page import (
+    BASELINE_LABELS,
+    BASELINE_NOTE,
+    HtmlTable,
+    figure_html,
+    render_page,
+    tuned_policy_text,
+)
 from regimetune.reports.tune_data import (
     RequestStream,
     convergence_of,
@@ -42,16 +49,6 @@ if TYPE_CHECKING:
 NOT_COMPUTED = "not computed"
 DEFAULT_ROW = "none yet (default)"
 """The row of the windows before the detector held any regime (label -1): the default ran there."""
-
-_BASELINE_LABELS = {
-    "unlimited": "unlimited",
-    "lru_100k": "LRU 100K",
-    "two_phase_100k_10k": "100K -> 10K",
-    "kmeans_suggestion": "K-means",
-    "lru_scaled": "LRU 10K scaled",
-    "two_phase_scaled": "100K -> 10K scaled",
-    "lru_budget": "LRU at the memory budget",
-}
 
 # (key in a report row, column header, format); columns whose key no row has are left out
 _COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
@@ -72,16 +69,24 @@ def _chart(name: str, fig: Figure, alt: str) -> str:
     return figure_html(figure_data_uri(fig), alt, name=name)
 
 
-def _timeline(frame: WindowFrame, labels: np.ndarray, what: str) -> str:
+LIVE_SECTION = "read rate by the regime in force (live)"
+LIVE_TITLE = "Read rate by the regime whose policy was in force (live: from each confirmation)"
+"""The timeline's title in the tune reports: its labels are the regime the service would have
+followed, from the window that confirmed it, unlike ``detect``'s, dated where each began."""
+
+
+def _timeline(frame: WindowFrame, labels: np.ndarray) -> str:
     return _chart(
-        "rate-by-regime", rate_timeline(frame, labels), f"reads per second over time, coloured by {what}"
+        "rate-by-regime",
+        rate_timeline(frame, labels, title=LIVE_TITLE),
+        "reads per second over time, coloured by the regime whose policy was in force",
     )
 
 
 def comparison_table(report: Mapping[str, Any]) -> HtmlTable:
     """The tuned policy and every baseline, one row each, with the columns the report has."""
     rows = [("tuned", report["best"])] + [
-        (_BASELINE_LABELS.get(n, n), r) for n, r in report.get("baselines", {}).items()
+        (BASELINE_LABELS.get(n, n), r) for n, r in report.get("baselines", {}).items()
     ]
     unl = report.get("baselines", {}).get("unlimited", {}).get("hit_ratio")
     if unl and "hit_ratio_vs_unlimited" not in report["best"]:
@@ -147,6 +152,9 @@ def _weight_reports(result: TuningResult) -> Mapping[int, WeightTuningReport]:
     return result.detail
 
 
+POLICY_CAPTION = "the tuned policy per regime: its LRU limit and when the limit takes over"
+
+
 def _policy_table(result: TuningResult, windows: Mapping[int, int]) -> HtmlTable:
     pf = result.tuned_file
     rows, swatches = [], []
@@ -154,12 +162,12 @@ def _policy_table(result: TuningResult, windows: Mapping[int, int]) -> HtmlTable
         c = pol.cache
         if c is None:
             continue
-        if c.high_watermark_keys is not None:
-            switch = f"at {c.high_watermark_keys:,} keys"
+        if c.high_watermark_keys is not None and c.high_watermark_keys > 1:
+            switch = f"once the cache holds {c.high_watermark_keys:,} keys"
         elif c.switch_time_s is not None:
-            switch = f"at t = {c.switch_time_s:,.0f} s"
+            switch = f"from t = {c.switch_time_s:,.0f} s"
         else:
-            switch = "from the start"
+            switch = "from the start (no unlimited phase)"
         limit = "none" if c.limit_keys is None else f"{c.limit_keys:,}"
         rows.append((str(rid), f"{windows.get(rid, 0):,}", c.mode.value, switch, limit))
         swatches.append(regime_color(rid))
@@ -170,8 +178,8 @@ def _policy_table(result: TuningResult, windows: Mapping[int, int]) -> HtmlTable
         rows.append((DEFAULT_ROW, f"{windows[-1]:,}", mode, "as the regimes'", limit))
         swatches.append("#ffffff")
     return HtmlTable(
-        caption="the tuned policy per regime: unlimited until the switch, then the LRU limit",
-        headers=("regime", "windows", "mode", "limit from", "limit (keys)"),
+        caption=POLICY_CAPTION,
+        headers=("regime", "windows", "mode", "limit in force", "limit (keys)"),
         rows=tuple(rows),
         swatches=tuple(swatches),
     )
@@ -206,8 +214,8 @@ def _sweep_section(report: Mapping[str, Any]) -> str:
             'sweep of the miss cost (<code>report["sweep"]</code>).</p>'
         )
     x, series = sweep
-    series = {_BASELINE_LABELS.get(n, n): ys for n, ys in series.items()}
-    fig = tune_charts.cost_sweep(x, series, xlabel="miss cost (x the compute per request)")
+    series = {BASELINE_LABELS.get(n, n): ys for n, ys in series.items()}
+    fig = tune_charts.cost_sweep(x, series, xlabel="miss cost (multiple of the compute time per request)")
     table = HtmlTable(
         caption="efficiency of each policy at each miss cost",
         headers=("miss cost", *series),
@@ -244,7 +252,7 @@ def cache_tune_report(
     values, feasible = convergence_of(result.evaluations)
     windows = {int(r): int(np.count_nonzero(labels == r)) for r in np.unique(labels)}
     sections = [
-        ("read rate by regime", _timeline(frame, labels, "the regime the policy followed")),
+        (LIVE_SECTION, _timeline(frame, labels)),
         (
             "miss-ratio curves per regime",
             _chart(
@@ -277,14 +285,19 @@ def cache_tune_report(
                 "objective of each evaluation and the best so far",
             ),
         ),
-        ("tuned policy against the baselines", comparison_table(report).html() + binding_note(report)),
+        (
+            "tuned policy against the baselines",
+            comparison_table(report).html()
+            + f"<p>{escape(tuned_policy_text(report['best']))}.</p><p>{escape(BASELINE_NOTE)}</p>"
+            + binding_note(report),
+        ),
         ("cost-model sweep", _sweep_section(report)),
         ("settings", _settings_table(report).html()),
     ]
     tr = report.get("trace", {})
     meta = (
         f"{tr.get('requests', 0):,} requests on {tr.get('keys', 0):,} keys over {len(frame):,} windows of "
-        f"{float(frame['length'].max()):g} s; {len(curves)} regimes; {report.get('optimizer', '')}, "
+        f"{window_length(frame):g} s; {len(curves)} regimes; {report.get('optimizer', '')}, "
         f"{report.get('n_evaluations', len(values))} evaluations; times relative to the trace's start."
     )
     return render_page(title, meta, sections)
@@ -357,7 +370,7 @@ def rescale_tune_report(result: TuningResult, *, frame: WindowFrame, labels: np.
         for r in sorted(reps, key=_last_default)
     )
     sections: Sequence[tuple[str, str]] = [
-        ("read rate by regime", _timeline(frame, np.asarray(labels, dtype=np.int64), "regime")),
+        (LIVE_SECTION, _timeline(frame, np.asarray(labels, dtype=np.int64))),
         (
             "weights per regime",
             _chart("weights", tune_charts.rescale_weights(weights), "W_L, W_D, W_T in force per regime")
@@ -376,7 +389,7 @@ def rescale_tune_report(result: TuningResult, *, frame: WindowFrame, labels: np.
         ),
     ]
     meta = (
-        f"{len(frame):,} windows of {float(frame['length'].max()):g} s; {len([r for r in reps if r >= 0])} "
+        f"{len(frame):,} windows of {window_length(frame):g} s; {len([r for r in reps if r >= 0])} "
         "regimes tuned (and the default, where windows ran before the first regime); "
         "each regime's windows replayed as rescaling campaigns; times relative to the trace's start."
     )

@@ -19,10 +19,18 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-_POLICY_COLORS = ("#1f77b4", "#7f7f7f", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+# ten distinct colours (tab10, grey second) and as many markers: two policies whose lines
+# coincide still show as two markers
+_POLICY_COLORS = (
+    "#1f77b4", "#7f7f7f", "#ff7f0e", "#2ca02c", "#9467bd",
+    "#8c564b", "#e377c2", "#d62728", "#bcbd22", "#17becf",
+)  # fmt: skip
+_POLICY_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">", "*")
 
 
-def _finish(ax: Axes, *, xlabel: str, ylabel: str, legend: bool = True) -> None:
+def _finish(ax: Axes, *, xlabel: str, ylabel: str, legend: bool = True, title: str = "") -> None:
+    if title:
+        ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -44,12 +52,18 @@ def miss_ratio_curves(
     for rid, mr in sorted(curves.items()):
         shown = np.where(np.asarray(mr) > 0, mr, np.nan)  # no misses at all: off the log axis
         ax.plot(capacities, shown, color=regime_color(rid), lw=1.8, label=f"regime {rid}")
-        if limits and rid in limits:
-            ax.axvline(limits[rid], color=regime_color(rid), ls=":", lw=1.2)
+    for i, (rid, limit) in enumerate(sorted((r, n) for r, n in (limits or {}).items() if r in curves)):
+        ax.axvline(limit, color=regime_color(rid), ls=":", lw=1.2,
+                   label="tuned limit (dotted, in its regime's colour)" if i == 0 else None)  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")  # traces with strong locality miss a few percent: a linear axis hides it
     ax.set_ylim(top=1.05)
-    _finish(ax, xlabel="LRU cache size (keys); dotted: the regime's tuned limit", ylabel="miss ratio")
+    _finish(
+        ax,
+        xlabel="LRU cache size (keys)",
+        ylabel="miss ratio (misses / requests)",
+        title="Miss ratio of an LRU cache, per regime",
+    )
     return fig
 
 
@@ -75,11 +89,16 @@ def limits_timeline(
             if labels[a] >= 0:
                 ax.axvspan(t[a] - half, t[b - 1] + half, color=regime_color(int(labels[a])), alpha=0.12, lw=0)
     ax.plot(t, keyspace, color="0.25", lw=1.6, label="keyspace (distinct keys so far)")
-    ax.plot(t, cache_keys, color="#1f77b4", lw=1.4, label="keys held by the tuned cache")
-    ax.step(t, limit, where="mid", color="#d62728", lw=1.8, label="tuned limit in force")
+    ax.step(t, limit, where="mid", color="#d62728", lw=2.4, label="tuned limit in force")
+    ax.plot(t, cache_keys, color="#1f77b4", lw=1.4, ls="--", label="keys held by the tuned cache")
     ax.set_yscale("log")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
-    _finish(ax, xlabel=f"{xlabel}; shaded in the colour of the regime the policy followed", ylabel="keys")
+    _finish(
+        ax,
+        xlabel=f"{xlabel}; shaded in the colour of the regime the policy followed",
+        ylabel="keys",
+        title="Keyspace, tuned limit in force and keys held by the tuned cache",
+    )
     return fig
 
 
@@ -90,10 +109,11 @@ def convergence(values: np.ndarray, feasible: np.ndarray) -> Figure:
     ax = fig.add_subplot()
     n = np.arange(1, len(values) + 1)
     ok = np.isfinite(values)
-    ax.scatter(n[ok & feasible], values[ok & feasible], s=18, color="#2ca02c", label="meets the constraints")
+    ax.scatter(n[ok & feasible], values[ok & feasible], s=24, color="#2ca02c", label="meets the constraints",
+               zorder=3)  # fmt: skip
     ax.scatter(
         n[ok & ~feasible], values[ok & ~feasible], s=18, facecolor="none", edgecolor="#d62728",
-        label="misses a constraint",
+        label="misses a constraint", zorder=3,
     )  # fmt: skip
     best = np.fmin.accumulate(np.where(ok, values, np.inf))
     ax.step(n, np.where(np.isfinite(best), best, np.nan), where="post", color="#1f77b4", lw=1.8,
@@ -101,20 +121,41 @@ def convergence(values: np.ndarray, feasible: np.ndarray) -> Figure:
     if ok.any() and np.all(values[ok] > 0):
         ax.set_yscale("log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _finish(ax, xlabel="evaluations", ylabel="objective (lower is better)")
+    _finish(
+        ax,
+        xlabel="evaluation",
+        ylabel="objective (dimensionless, lower is better)",
+        title=f"Optimiser convergence over {len(values)} evaluations",
+    )
     return fig
 
 
 def cost_sweep(miss_costs: np.ndarray, series: Mapping[str, np.ndarray], *, xlabel: str) -> Figure:
-    """Efficiency of each policy against the store's miss cost (the cost model's sensitivity)."""
+    """Efficiency of each policy against the store's miss cost (the cost model's sensitivity):
+    each policy its own colour and marker, the first (the tuned policy) drawn last, hollow and
+    larger, so a baseline whose line it covers still shows."""
     fig = _new_figure()
     ax = fig.add_subplot()
-    for i, (name, ys) in enumerate(series.items()):
-        ax.plot(miss_costs, ys, marker="o", ms=4, lw=1.6, color=_POLICY_COLORS[i % len(_POLICY_COLORS)],
-                label=name)  # fmt: skip
+    for i, (name, ys) in reversed(list(enumerate(series.items()))):
+        first = i == 0
+        ax.plot(
+            miss_costs, ys, marker=_POLICY_MARKERS[i % len(_POLICY_MARKERS)], ms=9 if first else 5,
+            mfc="none" if first else None, mew=1.8 if first else 1.0, lw=2.2 if first else 1.3,
+            ls="-" if first else "--", color=_POLICY_COLORS[i % len(_POLICY_COLORS)], label=name,
+            zorder=3 if first else 2,
+        )  # fmt: skip
     if len(miss_costs) and np.all(np.asarray(miss_costs) > 0):
         ax.set_xscale("log")
-    _finish(ax, xlabel=xlabel, ylabel="efficiency")
+    _finish(
+        ax,
+        xlabel=xlabel,
+        ylabel="efficiency (trace time / simulated time)",
+        legend=False,
+        title="Efficiency against the store's miss cost",
+    )
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:  # in the order given, the tuned policy first
+        ax.legend(handles[::-1], labels[::-1], fontsize=9, ncol=2)
     return fig
 
 
@@ -138,8 +179,11 @@ def rescale_weights(weights: Mapping[int, tuple[float, float, float]]) -> Figure
         lab.set_color(regime_color(r) if r >= 0 else _NO_REGIME)
     ax.set_yscale("log")
     low = min((w for ws in weights.values() for w in ws), default=1.0)
-    ax.set_ylim(bottom=low / 3.0)  # a bar at the smallest weight still shows
-    _finish(ax, xlabel="", ylabel="weight")
+    high = max((w for ws in weights.values() for w in ws), default=1.0)
+    ax.set_ylim(bottom=low / 3.0, top=high * 10.0)  # the smallest bar shows; the legend clears the tallest
+    _finish(ax, xlabel="", ylabel="weight (max(W_L, W_D) = 1)", legend=False,
+            title="Pufferscale weights in force per regime")  # fmt: skip
+    ax.legend(fontsize=9, ncol=3, loc="upper center")
     return fig
 
 
@@ -157,7 +201,8 @@ def campaign_scores(
         names = list(dict.fromkeys(n for r in ids for n in sc[r]))
         _grouped_bars(ax, [_group(r) for r in ids], {n: [sc[r].get(n, np.nan) for r in ids] for n in names})
         ax.set_title(name, fontsize=10)
-        _finish(ax, xlabel="", ylabel="campaign score (lower is better)" if ax is axes[0] else "")
+        _finish(ax, xlabel="", ylabel="campaign score (sum of squared residuals)" if ax is axes[0] else "")
+    fig.suptitle("Campaign score per regime, tuned candidate and presets (lower is better)")
     return fig
 
 

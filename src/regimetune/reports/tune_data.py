@@ -105,11 +105,23 @@ def limits_over_time(
     return LimitsOverTime(keyspace=keyspace, limit=caps, cache_keys=held)
 
 
+#: The residuals of ``CacheObjective`` that are constraints (hinges, zero when met); the
+#: others pull towards less memory and more efficiency and are never zero.
+CONSTRAINTS = ("efficiency", "memory_excess")
+
+
 def convergence_of(evaluations: Sequence[Evaluation]) -> tuple[np.ndarray, np.ndarray]:
     """Each evaluation's objective (``nan`` if it failed) and whether it met the
-    constraints: every residual but the memory pull is zero (``CacheObjective``'s hinges)."""
+    constraints: the efficiency target and the memory budget (their hinges are zero).
+
+    >>> from regimetune.models import Evaluation
+    >>> met = Evaluation(params={}, residuals=(0.0, 0.0, 2.4, 0.05), value=5.8)
+    >>> short = Evaluation(params={}, residuals=(1.5, 0.0, 0.9, 0.4), value=3.2)
+    >>> convergence_of([met, short])[1].tolist()
+    [True, False]
+    """
     values = np.array([np.nan if e.value is None else e.value for e in evaluations], dtype=np.float64)
-    hinges = [i for i, n in enumerate(RESIDUAL_NAMES) if n != "memory"]
+    hinges = [RESIDUAL_NAMES.index(n) for n in CONSTRAINTS]
 
     def meets(e: Evaluation) -> bool:
         r = e.residuals
