@@ -166,9 +166,9 @@ def test_a_405_names_every_method_the_path_serves(make_client, method: str, path
 
 
 def test_detector_settings_reach_the_engines_detector(make_client) -> None:
-    c = make_client(engine={"detector": {"max_regimes": 4, "dwell_s": 120.0}})
+    c = make_client(engine={"detector": {"max_regimes": 4, "min_step": 0.2}})
     params = c.app.state.engine.detector_state()["params"]
-    assert (params["max_regimes"], params["dwell_s"]) == (4, 120.0)
+    assert (params["max_regimes"], params["min_step"]) == (4, 0.2)
     assert params["window_s"] == 60.0  # unset in the section: the engine's window length
     # the detector gives out ids 0-3 only, so no operator policy for id 4
     assert c.get("/v1/policies/3").status_code == 200

@@ -128,11 +128,11 @@ def test_the_detector_section_is_the_detectors_own_parameters(
     assert isinstance(load_settings().engine.detector, DetectorParams)
     clean_env.setenv("REGIMETUNE_ENGINE__DETECTOR__MAX_REGIMES", "4")
     conf = tmp_path / "d.toml"
-    conf.write_text('[engine.detector]\ndwell_s = 60.0\nfeatures = ["log_reads", "entropy"]\n')
+    conf.write_text('[engine.detector]\nmin_step = 0.2\nfeatures = ["log_reads", "entropy"]\n')
     d = load_settings(conf).engine.detector
-    assert (d.max_regimes, d.dwell_s, d.features) == (4, 60.0, ("log_reads", "entropy"))
+    assert (d.max_regimes, d.min_step, d.features) == (4, 0.2, ("log_reads", "entropy"))
     # the detector's own checks run on the settings
     with pytest.raises(ConfigError, match=r"engine\.detector: match_p must be a probability"):
         load_settings(engine={"detector": {"match_p": 2.0}})
-    with pytest.raises(ConfigError, match=r"engine\.detector: min_regime_s must be at least dwell_s"):
-        load_settings(engine={"detector": {"dwell_s": 1000.0, "min_regime_s": 900.0}})
+    with pytest.raises(ConfigError, match=r"engine\.detector: regime_s must be longer than block_s"):
+        load_settings(engine={"detector": {"block_s": 1000.0, "regime_s": 900.0}})

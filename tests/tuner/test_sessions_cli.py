@@ -99,7 +99,7 @@ def test_a_trace_without_a_confirmed_regime_says_what_to_do(small_trace):
     assert "no regime was confirmed" in res.stderr and "--param min_regime_s" in res.stderr
 
 
-@pytest.mark.parametrize("param", ["nope=3", "min_regime_s", "min_regime_s=soon", "dwell_s=-1"])
+@pytest.mark.parametrize("param", ["nope=3", "min_regime_s", "min_regime_s=soon", "min_step=-1"])
 def test_a_bad_detector_parameter_exits_2_before_reading_the_trace(tmp_path, param):
     missing = tmp_path / "never-read.csv"  # checked first: the file's absence is not the error
     res = runner.invoke(app, ["tune", str(missing), "--param", param])

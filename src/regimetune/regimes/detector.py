@@ -380,35 +380,41 @@ class OnlineRegimeDetector(base.Clusterer):
             raise InputError("the trace has no windows")
         self._ensure(window_s=float(np.median(frame["length"])), names=None)
         assert self._fx is not None and self._pool is not None
-        before = self._layer.copy()
-        first = self._blocks + (1 if self._raw else 0)  # the counter of the next block completed
         x = self._fx.transform(frame)
-        idx, start, length = (
-            frame["index"],
-            frame["start"].astype(np.float64),
-            frame["length"].astype(np.float64),
+        idx, start = frame["index"], frame["start"].astype(np.float64)
+        arrivals = self._pool.add_frame(
+            idx, start, frame["length"].astype(np.float64), x, frame["keyspace_size"].astype(np.float64)
         )
-        online = np.empty(len(frame), dtype=np.int64)
-        confirmed: dict[int, list[int]] = {}
-        blocks: list[Block] = []
-        done = 0  # windows whose regime in force is written
-        for i, b in self._pool.add_frame(idx, start, length, x, frame["keyspace_size"].astype(np.float64)):
-            online[done:i] = self._current
-            done = i
-            self._changes = []
-            blocks.append(b)
-            self._learn_block(b)
-            for _, to, _at, _k in self._changes:
-                confirmed.setdefault(to, []).append(int(idx[i]))
-        online[done:] = self._current
-        self._seen += len(frame)
-        blocks += self._pool.flush()
-        in_force = before.current_id
+        blocks, online, confirmed, before, first = self._learn_all(arrivals, idx)
+        blocks += self._pool.flush()  # the recording's end: its partial block counts
         per_block = self._replay(blocks, before, first)
         where = {b.clock: j for j, b in enumerate(blocks)}
         clock = np.floor(start / self._p.block_s).astype(np.int64)
         labels = per_block[[where[int(c)] for c in clock]]
-        return self._history(frame, labels, online, confirmed, in_force)
+        return self._history(frame, labels, online, confirmed, before.current_id)
+
+    def _learn_all(
+        self, arrivals: list[tuple[int, Block]], idx: np.ndarray
+    ) -> tuple[list[Block], np.ndarray, dict[int, list[int]], RegimeLayer, int]:
+        """Learn the blocks ``arrivals`` complete (each with the position of the window or
+        row whose arrival completed it) as :meth:`update` would, window by window. Returns
+        the blocks, the regime in force after each window, the windows each regime's change
+        was known at, the regime layer as it was before, and the first block's counter."""
+        before = self._layer.copy()
+        first = self._blocks + (1 if self._raw else 0)  # the counter of the next block completed
+        online = np.empty(len(idx), dtype=np.int64)
+        confirmed: dict[int, list[int]] = {}
+        done = 0  # windows whose regime in force is written
+        for i, b in arrivals:
+            online[done:i] = self._current
+            done = i
+            self._changes = []
+            self._learn_block(b)
+            for _, to, _at, _k in self._changes:
+                confirmed.setdefault(to, []).append(int(idx[i]))
+        online[done:] = self._current
+        self._seen += len(idx)
+        return [b for _, b in arrivals], online, confirmed, before, first
 
     def _replay(self, blocks: list[Block], before: RegimeLayer, first: int) -> np.ndarray:
         """The regime of each of ``blocks`` (the frame's, in order) by the model over all of
@@ -424,7 +430,7 @@ class OnlineRegimeDetector(base.Clusterer):
         for row in y:
             part.push(row, 1.0 / var)
         rules = self._rules_at(var)
-        layer = before
+        layer = before.copy()
         layer.runs = []
         for s, t in part.segments():
             layer.feed(Piece.of(y[s - first : t - first], s, var, rules), rules)
@@ -454,26 +460,14 @@ class OnlineRegimeDetector(base.Clusterer):
         self._ensure(window_s=step, names=cols)
         if len(cols) != len(self.feature_names_):
             raise InputError(f"the series has {len(cols)} columns, the detector {len(self.feature_names_)}")
-        before = self._layer.copy()
         t0 = self._seen
-        first = self._blocks + (1 if self._raw else 0)
-        online = np.empty(len(x), dtype=np.int64)
-        confirmed: dict[int, list[int]] = {}
-        blocks: list[Block] = []
-        for i, row in enumerate(x):
-            self._changes = []
-            b = Block(self._seen, row, self._seen, float(self._seen))
-            blocks.append(b)
-            self._learn_block(b)
-            self._seen += 1
-            for _, to, _at, _k in self._changes:
-                confirmed.setdefault(to, []).append(t0 + i)
-            online[i] = self._current
-        in_force = before.current_id
+        idx = np.arange(t0, t0 + len(x))
+        arrivals = [(i, Block(t0 + i, row, t0 + i, float(t0 + i))) for i, row in enumerate(x)]
+        blocks, online, confirmed, before, first = self._learn_all(arrivals, idx)
         labels = self._replay(blocks, before, first)
         frame = _series_frame(len(x), t0, self.window_s_)
         stats = {f"mean_{name}": x[:, j] for j, name in enumerate(cols)}
-        return self._history(frame, labels, online, confirmed, in_force, stats=stats)
+        return self._history(frame, labels, online, confirmed, before.current_id, stats=stats)
 
     def _history(
         self,
