@@ -157,7 +157,7 @@ def test_growth_after_eviction_does_not_restore_evicted_keys():
     keys = [1, 2, 3, 4, 3, 2]
     trace = CacheTrace.from_arrays(ts=np.arange(6.0), keys=keys, window_s=100)
     sched = CapacitySchedule.build([0, 3, 4], [3, 1, 3])
-    naive_hits = int(np.count_nonzero(trace.dist < sched.cap_at(np.arange(6))))
+    naive_hits = int(np.count_nonzero(trace.distances(0, 6) < sched.cap_at(np.arange(6))))
     res = simulate(trace, sched)
     miss, _ = direct_lru(keys, [3, 3, 3, 1, 3, 3])
     assert res.misses == int(miss.sum()) == 6

@@ -96,20 +96,42 @@ class Workload:
         n_buckets: int = DEFAULT_BUCKETS,
         detector: Any | None = None,
         name: str | None = None,
+        keep_events: bool = True,
     ) -> Workload:
         """Window the trace (with ``n_buckets`` per-bucket statistics), detect its regimes
         online with ``detector`` (default: a fresh :class:`OnlineRegimeDetector`; the service
         passes one restored from its state, so the ids are its own) and fit the paper's
-        K-means."""
+        K-means. The batches are read once, one at a time: each is windowed and its requests
+        prepared for the cache simulator (:class:`~regimetune.tuner.cache.trace.TraceBuilder`,
+        which spools them to disk). ``keep_events=False`` lets each batch go once read, so
+        memory does not grow with the trace's length (the cache report needs ``events``)."""
         from regimetune.collectors import window_frame
+        from regimetune.tuner.cache.trace import TraceBuilder
 
-        events = EventBatch.concat(list(batches))
-        if len(events) == 0:
-            raise InputError("cannot tune on an empty trace")
         if not window_s > 0:
             raise InputError(f"the window length must be positive, got {window_s}")
-        frame = window_frame([events], window_s=window_s, n_buckets=n_buckets)
-        return cls.from_frame(frame, detector=detector, name=name, events=events, window_s=window_s)
+        builder = TraceBuilder(window_s=window_s)
+        kept: list[EventBatch] = []
+
+        def take(b: EventBatch) -> None:
+            builder.push(b)
+            if keep_events:
+                kept.append(b)
+
+        try:
+            frame = window_frame(batches, window_s=window_s, n_buckets=n_buckets, on_batch=take)
+        except InputError:
+            if builder.n == 0:
+                raise InputError("cannot tune on an empty trace") from None
+            raise
+        return cls.from_frame(
+            frame,
+            detector=detector,
+            name=name,
+            events=EventBatch.concat(kept) if keep_events else None,
+            window_s=window_s,
+            trace=builder.finish(),
+        )
 
     @classmethod
     def from_frame(
@@ -120,8 +142,10 @@ class Workload:
         name: str | None = None,
         events: EventBatch | None = None,
         window_s: float | None = None,
+        trace: CacheTrace | None = None,
     ) -> Workload:
-        """From windows alone (enough for the weights; the cache needs ``events`` too)."""
+        """From windows alone (enough for the weights; the cache needs ``events`` or the
+        prepared ``trace`` too)."""
         from regimetune.regimes import OnlineRegimeDetector, paper_kmeans
 
         if len(frame) == 0:
@@ -144,6 +168,7 @@ class Workload:
             suggested_keys=suggested,
             detector_state=det.to_state() if hasattr(det, "to_state") else None,
             name=name,
+            trace=trace,
         )
 
     @classmethod
@@ -154,10 +179,12 @@ class Workload:
         window_s: float = DEFAULT_WINDOW_S,
         n_buckets: int = DEFAULT_BUCKETS,
         detector: Any | None = None,
+        keep_events: bool = True,
         **read_options: Any,
     ) -> Workload:
         """Read a trace file (``read_options`` as :func:`regimetune.collectors.read_trace`
-        takes them: ``fmt``, ``spec``, ``skip_bad``) and prepare it."""
+        takes them: ``fmt``, ``spec``, ``skip_bad``) and prepare it (``keep_events`` as in
+        :meth:`from_batches`)."""
         from regimetune.collectors import read_trace
 
         return cls.from_batches(
@@ -166,6 +193,7 @@ class Workload:
             n_buckets=n_buckets,
             detector=detector,
             name=str(path),
+            keep_events=keep_events,
         )
 
     # --- what the objectives use ------------------------------------------------------------
