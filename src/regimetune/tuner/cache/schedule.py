@@ -71,7 +71,9 @@ class CapacitySchedule:
         return self.caps[np.searchsorted(self.starts, np.asarray(idx), side="right") - 1]
 
 
-def policy_schedule(policy: CachePolicy, *, ts: np.ndarray | RequestTimes, first_ref: np.ndarray) -> CapacitySchedule:
+def policy_schedule(
+    policy: CachePolicy, *, ts: np.ndarray | RequestTimes, first_ref: np.ndarray
+) -> CapacitySchedule:
     """The schedule of one ``CachePolicy`` over a trace with request times ``ts`` (an array,
     or a spooled trace's :class:`~regimetune.tuner.cache.trace.RequestTimes`) and the
     index of each key's first reference ``first_ref`` (increasing).
@@ -154,7 +156,9 @@ class RegimePolicy:
 CachePolicyLike = CachePolicy | RegimePolicy | CapacitySchedule
 
 
-def as_schedule(policy: CachePolicyLike, *, ts: np.ndarray | RequestTimes, first_ref: np.ndarray) -> CapacitySchedule:
+def as_schedule(
+    policy: CachePolicyLike, *, ts: np.ndarray | RequestTimes, first_ref: np.ndarray
+) -> CapacitySchedule:
     if isinstance(policy, CapacitySchedule):
         return policy
     if isinstance(policy, RegimePolicy):

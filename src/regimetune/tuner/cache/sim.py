@@ -34,7 +34,7 @@ from regimetune.models.errors import InputError
 from regimetune.tuner.cache.cost import CostModel
 from regimetune.tuner.cache.schedule import CachePolicyLike, CapacitySchedule, as_schedule
 from regimetune.tuner.cache.store import StoreModel
-from regimetune.tuner.cache.trace import CHUNK_ROWS, DIST_COLD, CacheTrace, _readonly, dist_of
+from regimetune.tuner.cache.trace import DIST_COLD, CacheTrace, _readonly, dist_of
 
 DEFAULT_VALUE_SIZE = 4096
 """Bytes per cached value: the paper's 10-key cache held 40 KB."""
@@ -138,7 +138,7 @@ def _refill_spans(
     trace: CacheTrace, sched: CapacitySchedule, rmiss: np.ndarray, wmiss: np.ndarray, fill_end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Run the refill kernel after every growth that finds the cache short of its limit,
-    reading the requests from the growth on in chunks that double up to ``CHUNK_ROWS``."""
+    reading the requests from the growth on until the cache has caught up."""
     starts, caps = sched.starts, sched.caps
     n = trace.n_requests
     spans: list[tuple[int, int]] = []
@@ -154,12 +154,10 @@ def _refill_spans(
             continue
         w = int(np.searchsorted(trace.win_bounds, a, side="right")) - 1
         st = np.array([a, fill, distinct, p - 1, w, fill, a, 0], dtype=np.int64)
-        rows = 1 << 16
-        while not st[7]:
-            lo = int(st[0])
-            codes = trace.spool.read("code", lo, min(lo + rows, n))
+        for lo, codes in trace.codes(a, n, first_rows=1 << 16):
             _refill(codes, lo, st, starts, caps, trace.win_bounds, rmiss, wmiss, fill_end)
-            rows = min(2 * rows, CHUNK_ROWS)
+            if st[7]:
+                break
         spans.append((a, int(st[0])))
         peak = max(peak, int(st[5]))
         covered = int(st[0])

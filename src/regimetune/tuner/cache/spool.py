@@ -18,7 +18,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +74,6 @@ class Spool:
         if hi <= lo:
             return np.empty(0, dtype=dt)
         return np.fromfile(self.dir / name, dtype=dt, count=hi - lo, offset=lo * dt.itemsize)
-
-    def chunks(self, name: str, lo: int, hi: int, rows: int) -> Iterator[tuple[int, np.ndarray]]:
-        """Rows ``[lo, hi)`` of ``name`` as ``(first row, array)`` chunks of at most ``rows``."""
-        for a in range(int(lo), int(hi), max(int(rows), 1)):
-            yield a, self.read(name, a, min(a + rows, hi))
 
     def __getstate__(self) -> dict[str, Any]:
         if self._files is not None:

@@ -57,15 +57,15 @@ class RequestTimes:
     ``np.searchsorted(times, t, side)`` (which calls :meth:`searchsorted`) and ``len``.
     A query reads one stride of times from disk; answers are remembered per query array."""
 
-    def __init__(self, spool: Spool, sample: np.ndarray, n: int) -> None:
-        self._spool, self._sample, self._n = spool, sample, n
+    def __init__(self, spool: Spool, sample: np.ndarray, n: int, stride: int) -> None:
+        self._spool, self._sample, self._n, self._stride = spool, sample, n, stride
         self._memo: dict[tuple[bytes, str], np.ndarray] = {}
 
     def __len__(self) -> int:
         return self._n
 
     def __getstate__(self) -> dict[str, object]:
-        return {"_spool": self._spool, "_sample": self._sample, "_n": self._n, "_memo": {}}
+        return {**self.__dict__, "_memo": {}}
 
     def searchsorted(
         self, v: npt.ArrayLike, side: Literal["left", "right"] = "left", sorter: None = None
@@ -84,8 +84,8 @@ class RequestTimes:
         blk = np.searchsorted(self._sample, q, side=side)
         out = np.zeros(len(q), dtype=np.int64)
         for b in np.unique(blk[blk > 0]):
-            lo = (int(b) - 1) * TIME_STRIDE
-            ts = self._spool.read("ts", lo, min(lo + TIME_STRIDE, self._n))
+            lo = (int(b) - 1) * self._stride
+            ts = self._spool.read("ts", lo, min(lo + self._stride, self._n))
             sel = blk == b
             out[sel] = lo + np.searchsorted(ts, q[sel], side=side)
         return out
@@ -164,9 +164,15 @@ class CacheTrace:
         """Distinct keys referenced in requests ``0..idx`` (inclusive; 0 for ``idx < 0``)."""
         return np.searchsorted(self.first_ref, np.asarray(idx), side="right")
 
-    def codes(self, lo: int, hi: int) -> Iterator[tuple[int, np.ndarray]]:
-        """Requests ``[lo, hi)`` as ``(first request, codes)`` chunks: distance << 1 | write."""
-        return self.spool.chunks("code", lo, hi, CHUNK_ROWS)
+    def codes(self, lo: int, hi: int, *, first_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        """Requests ``[lo, hi)`` as ``(first request, codes)`` chunks of ``CHUNK_ROWS``
+        (distance << 1 | write); with ``first_rows``, chunks start that small and double, for
+        a reader that may stop early."""
+        rows = min(first_rows or CHUNK_ROWS, CHUNK_ROWS)
+        while lo < hi:
+            yield lo, self.spool.read("code", lo, min(lo + rows, hi))
+            lo += rows
+            rows = min(2 * rows, CHUNK_ROWS)
 
     def distances(self, lo: int, hi: int) -> np.ndarray:
         """Stack distances of requests ``[lo, hi)`` (``COLD`` for a first reference)."""
@@ -208,6 +214,7 @@ class TraceBuilder:
         self._open: list[tuple[np.ndarray, np.ndarray]] = []  # (window, code) not yet sorted out
         self._first: list[np.ndarray] = []
         self._sample: list[np.ndarray] = []
+        self._stride = TIME_STRIDE
         self._any_size = False
 
     def push(self, batch: EventBatch) -> None:
@@ -246,17 +253,24 @@ class TraceBuilder:
         cold = dist == COLD
         self._count(w, wr, cold)
         self._first.append(self.n + np.flatnonzero(cold))
-        self._sample.append(
-            ts_a[(-self.n) % TIME_STRIDE :: TIME_STRIDE].copy()
-        )  # not a view: it would keep the chunk
+        every = ts_a[(-self.n) % self._stride :: self._stride]
+        self._sample.append(every.copy())  # a view would keep the whole chunk
         self.spool.append("code", code)
         self.spool.append("ts", ts_a)
-        self.spool.append("size", sz)
-        self._any_size |= sizes is not None and bool(np.any(sz))
+        self._spool_sizes(sz, n)
         self._open.append((w, code))
         self._sort_closed(int(w[-1]))
         self.n += n
         self._last_ts = float(ts_a[-1])
+
+    def _spool_sizes(self, sz: np.ndarray, n: int) -> None:
+        """Sizes are spooled from the first non-zero one on (zeros for the requests before)."""
+        if not self._any_size and np.any(sz):
+            for a in range(0, self.n, CHUNK_ROWS):
+                self.spool.append("size", np.zeros(min(CHUNK_ROWS, self.n - a)))
+            self._any_size = True
+        if self._any_size:
+            self.spool.append("size", sz)
 
     def _check_span(self, w_last: int, t_last: float) -> None:
         if w_last >= max(4 * (self.n + 1), 10_000_000):
@@ -289,7 +303,7 @@ class TraceBuilder:
             order = win | ((c & np.uint64(1)) << np.uint64(31)) | (c >> np.uint64(1))
             order.sort()
             self.spool.append("sorted", (order & np.uint64(DIST_COLD)).astype(np.uint32))
-        self._open = [(w[cut:], code[cut:])] if cut < len(w) else []
+        self._open = [(w[cut:].copy(), code[cut:].copy())] if cut < len(w) else []  # not views
 
     def finish(self) -> CacheTrace:
         if self.n == 0:
@@ -306,7 +320,7 @@ class TraceBuilder:
         assert self._t0 is not None
         return CacheTrace(
             spool=self.spool,
-            ts=RequestTimes(self.spool, _readonly(sample), self.n),
+            ts=RequestTimes(self.spool, _readonly(sample), self.n, self._stride),
             first_ref=_readonly(first_ref),
             window_s=self.window_s,
             t0=self._t0,
