@@ -80,7 +80,9 @@ def test_tuning_a_streamed_trace_reports_what_a_direct_lru_simulation_counts(run
     assert res.report["trace"]["requests"] == n and res.report["trace"]["keys"] == len(first_ref)
 
 
-def test_the_batches_a_trace_comes_in_change_nothing_the_tuning_reports(run: list[EventBatch]) -> None:
+def test_neither_the_batches_a_trace_comes_in_nor_keeping_them_changes_the_tuning(
+    run: list[EventBatch],
+) -> None:
     events = EventBatch.concat(run)
     small = (events.slice(a, min(a + 997, len(events))) for a in range(0, len(events), 997))
     reports = [
@@ -94,9 +96,15 @@ def test_the_batches_a_trace_comes_in_change_nothing_the_tuning_reports(run: lis
         ).report
         for batches in (iter(run), small)
     ]
-    assert reports[0] == reports[1]
+    kept = Workload.from_batches(
+        iter(run), window_s=WINDOW_S, detector=OnlineRegimeDetector(min_regime_s=300)
+    )
+    assert kept.events is not None and len(kept.events) == len(events)  # held for the report
+    reports.append(tune(kept, "cache", config=CacheConfig(budget=4), workers=0).report)
+    assert reports[0] == reports[1] == reports[2]
 
 
-def test_an_empty_stream_is_refused_by_name() -> None:
+@pytest.mark.parametrize("keep", [False, True])
+def test_an_empty_stream_is_refused_by_name(keep: bool) -> None:
     with pytest.raises(InputError, match="empty trace"):
-        Workload.from_batches(iter([]), keep_events=False)
+        Workload.from_batches(iter([]), keep_events=keep)

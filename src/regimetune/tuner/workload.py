@@ -23,12 +23,14 @@ import numpy as np
 from regimetune.models import EventBatch, WindowFrame
 from regimetune.models.errors import InputError
 from regimetune.models.regimes import RegimeHistory
-from regimetune.tuner.cache.sim import CacheTrace
+from regimetune.tuner.cache.trace import CacheTrace, TraceBuilder
 
 NO_REGIME = -1
 """The label of a window before the detector held any regime: the default policy's windows."""
 DEFAULT_WINDOW_S = 10.0
 DEFAULT_BUCKETS = 64
+BATCH_ROWS = 1 << 20
+"""Requests prepared for the cache simulator at a time, from events held in memory."""
 
 
 def policy_labels(history: RegimeHistory) -> np.ndarray:
@@ -101,36 +103,31 @@ class Workload:
         """Window the trace (with ``n_buckets`` per-bucket statistics), detect its regimes
         online with ``detector`` (default: a fresh :class:`OnlineRegimeDetector`; the service
         passes one restored from its state, so the ids are its own) and fit the paper's
-        K-means. The batches are read once, one at a time: each is windowed and its requests
-        prepared for the cache simulator (:class:`~regimetune.tuner.cache.trace.TraceBuilder`,
-        which spools them to disk). ``keep_events=False`` lets each batch go once read, so
-        memory does not grow with the trace's length (the cache report needs ``events``)."""
+        K-means. The batches are read once, one at a time. With ``keep_events`` (what the
+        cache report needs) the workload holds them as ``events``; without, each batch's
+        requests go to the cache simulator's spool on disk as it is read
+        (:class:`~regimetune.tuner.cache.trace.TraceBuilder`) and the batch is let go, so
+        memory does not grow with the trace's length."""
         from regimetune.collectors import window_frame
-        from regimetune.tuner.cache.trace import TraceBuilder
 
         if not window_s > 0:
             raise InputError(f"the window length must be positive, got {window_s}")
-        builder = TraceBuilder(window_s=window_s)
+        builder = None if keep_events else TraceBuilder(window_s=window_s)
         kept: list[EventBatch] = []
-
-        def take(b: EventBatch) -> None:
-            builder.push(b)
-            if keep_events:
-                kept.append(b)
-
+        take = kept.append if builder is None else builder.push
         try:
             frame = window_frame(batches, window_s=window_s, n_buckets=n_buckets, on_batch=take)
         except InputError:
-            if builder.n == 0:
+            if not (kept or (builder is not None and builder.n)):
                 raise InputError("cannot tune on an empty trace") from None
             raise
         return cls.from_frame(
             frame,
             detector=detector,
             name=name,
-            events=EventBatch.concat(kept) if keep_events else None,
+            events=EventBatch.concat(kept) if builder is None else None,
             window_s=window_s,
-            trace=builder.finish(),
+            trace=None if builder is None else builder.finish(),
         )
 
     @classmethod
@@ -205,7 +202,10 @@ class Workload:
             return self.trace
         if self.events is None:
             raise InputError("cache tuning needs the trace's requests, not only its windows")
-        return CacheTrace.from_batches([self.events], window_s=self.window_s)
+        ev, step = self.events, BATCH_ROWS
+        return CacheTrace.from_batches(
+            (ev.slice(a, a + step) for a in range(0, len(ev), step)), window_s=self.window_s
+        )
 
     @property
     def regime_ids(self) -> tuple[int, ...]:
