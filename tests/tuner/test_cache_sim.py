@@ -4,6 +4,7 @@ capacity schedule), the store model, and bad inputs."""
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 from collections import OrderedDict
 
 import numpy as np
@@ -305,6 +306,10 @@ def test_request_times_place_times_as_searchsorted_does(monkeypatch):
     assert len(times) == len(ts) and times.read(10, 20).tolist() == ts[10:20].tolist()
 
 
+def _finalize(spool) -> None:
+    spool._owner()
+
+
 def test_a_spooled_trace_sent_to_another_process_reads_the_same_files_and_leaves_them():
     import gc
     import pickle
@@ -318,6 +323,10 @@ def test_a_spooled_trace_sent_to_another_process_reads_the_same_files_and_leaves
     del copy
     gc.collect()
     assert where.exists()  # a copy never deletes its owner's files
+    child = multiprocessing.get_context("fork").Process(target=_finalize, args=(trace.spool,))
+    child.start()
+    child.join()
+    assert child.exitcode == 0 and where.exists()  # nor does a forked worker finalizing it
     del trace
     gc.collect()
     assert not where.exists()

@@ -3,9 +3,9 @@
 A :class:`Spool` is a temporary directory with one raw file per column: rows are appended as
 the trace streams in and read back by row range with plain file reads (not a memory map, so
 what a simulation has read does not stay in the process's memory). The directory lives as
-long as the spool that created it; a copy sent to a worker process (pickled) reads the same
-files and never deletes them, so workers must see the directory (local processes, or a
-cluster on the same machine).
+long as the spool that created it, in the process that created it; a copy sent to a worker
+process (pickled, or inherited by a fork) reads the same files and never deletes them, so
+workers must see the directory (local processes, or a cluster on the same machine).
 
 >>> s = Spool({"x": np.uint32})
 >>> s.append("x", np.arange(5, dtype=np.uint32)); s.append("x", np.arange(2, dtype=np.uint32))
@@ -15,6 +15,7 @@ cluster on the same machine).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -36,7 +37,7 @@ class Spool:
         self.dtypes = {n: np.dtype(d) for n, d in columns.items()}
         self._rows = dict.fromkeys(columns, 0)
         self._files: dict[str, Any] | None = {n: open(self.dir / n, "wb") for n in columns}  # noqa: SIM115
-        self._owner = weakref.finalize(self, _remove, self.dir, self._files)
+        self._owner = weakref.finalize(self, _remove, self.dir, self._files, os.getpid())
 
     def append(self, name: str, rows: np.ndarray) -> None:
         if self._files is None:
@@ -87,7 +88,9 @@ class Spool:
         self._owner = None  # type: ignore[assignment]
 
 
-def _remove(directory: Path, files: dict[str, Any] | None) -> None:
+def _remove(directory: Path, files: dict[str, Any] | None, owner_pid: int) -> None:
+    if os.getpid() != owner_pid:  # a forked worker holds the owner's object: not its files
+        return
     for f in (files or {}).values():
         f.close()
     shutil.rmtree(directory, ignore_errors=True)
