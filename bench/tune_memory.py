@@ -6,10 +6,12 @@ kept in ``--data-dir``) and ``regimetune tune TRACE --json`` runs as a child pro
 per length: the requests tuned, wall time, the child's peak RSS (the high-water mark of the
 largest process of the run, from ``wait4``), the peak summed PSS of the run's process tree
 (sampled every 0.2 s: the pool's workers included, shared pages counted once), and bytes per
-request two ways: the peak RSS over the requests, and the growth over a small base run
-(``--base`` requests) over the extra requests, which is what the trace's length costs: the
-fixed part (about 350 MB of imported libraries and compiled kernels) is paid by any run. The
-anchor is 24 bytes a request; ``ratio`` is the growth per request over it (<= 1 meets it).
+request: the peak RSS over the requests, and the growth of the peak per extra request from a
+small base run (``--base`` requests) and from the previous length, which is what the trace's
+length costs. The fixed part (about 350 MB of imported libraries and compiled kernels, and the
+trace reader's buffers for its first chunks of 1M requests) is paid by any run. The anchor is
+24 bytes a request; ``ratio`` is the growth per request from the previous length over it
+(<= 1 meets it).
 
     nice .venv/bin/python bench/tune_memory.py                       # 1M, 10M, 100M
     nice .venv/bin/python bench/tune_memory.py --sizes 1e6,1e7 --src /path/to/other/src
@@ -120,6 +122,11 @@ def measured(trace: Path, args: argparse.Namespace) -> dict[str, float]:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
+def _growth(small: dict[str, float], big: dict[str, float]) -> float:
+    """Bytes of peak RSS per request added from the ``small`` run to the ``big`` one."""
+    return (big["peak_rss_mb"] - small["peak_rss_mb"]) * 2**20 / max(big["requests"] - small["requests"], 1.0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1e6,1e7,1e8", help="Trace lengths in requests, comma-separated.")
@@ -138,18 +145,20 @@ def main() -> None:
         f"base: {base['requests']:,.0f} requests, peak RSS {base['peak_rss_mb']:.0f} MB, {base['wall_s']:.1f} s"
     )
     rows = []
+    prev = base
     for n in sizes:
         r = measured(trace_of(n, args.data_dir, args.format, args.src), args)
-        extra = max(r["requests"] - base["requests"], 1.0)
         r["bytes_per_request"] = r["peak_rss_mb"] * 2**20 / r["requests"]
-        r["growth_bytes_per_request"] = (r["peak_rss_mb"] - base["peak_rss_mb"]) * 2**20 / extra
-        r["ratio"] = r["growth_bytes_per_request"] / TARGET_BYTES_PER_REQUEST
+        r["growth_from_base"] = _growth(base, r)
+        r["growth_from_previous"] = _growth(prev, r)
+        r["ratio"] = r["growth_from_previous"] / TARGET_BYTES_PER_REQUEST
         rows.append(r)
+        prev = r
         print(
             f"{r['requests']:>13,.0f} requests: {r['wall_s']:7.1f} s, peak RSS {r['peak_rss_mb']:7.0f} MB "
-            f"({r['bytes_per_request']:6.1f} B/request), tree PSS {r['tree_pss_mb']:7.0f} MB, growth "
-            f"{r['growth_bytes_per_request']:6.1f} B/request = {r['ratio']:.2f} x the "
-            f"{TARGET_BYTES_PER_REQUEST:g} B target",
+            f"({r['bytes_per_request']:6.1f} B/request), tree PSS {r['tree_pss_mb']:7.0f} MB; growth "
+            f"{r['growth_from_base']:6.1f} B/request from the base, {r['growth_from_previous']:6.1f} from the "
+            f"previous length = {r['ratio']:.2f} x the {TARGET_BYTES_PER_REQUEST:g} B target",
             flush=True,
         )
     print(

@@ -332,7 +332,8 @@ def test_a_spooled_trace_sent_to_another_process_reads_the_same_files_and_leaves
     assert not where.exists()
 
 
-def test_byte_hit_ratio_of_a_spooled_trace_counts_sizes_by_capacity():
+def test_byte_hit_ratio_of_a_spooled_trace_counts_sizes_by_capacity(monkeypatch):
+    import regimetune.tuner.cache.trace as trace_mod
     from regimetune.tuner.cache.sim import byte_hit_ratio
     from regimetune.tuner.cache.trace import TraceBuilder
 
@@ -352,6 +353,11 @@ def test_byte_hit_ratio_of_a_spooled_trace_counts_sizes_by_capacity():
     assert byte_hit_ratio(b.finish(), CachePolicy(mode="lru", limit_keys=30)) == pytest.approx(
         want, rel=1e-12
     )
+    # a schedule of several pieces, read in chunks that cut them: distance below the limit
+    monkeypatch.setattr(trace_mod, "CHUNK_ROWS", 333)
+    sched = CapacitySchedule.build([0, 700, 1500, 3000], [30, 5, 200, UNLIMITED])
+    hit = stack_distances(keys) < sched.cap_at(np.arange(len(keys)))
+    assert byte_hit_ratio(trace, sched) == pytest.approx(sizes[hit].sum() / sizes.sum(), rel=1e-12)
 
 
 # --- the store model -------------------------------------------------------------------

@@ -34,7 +34,7 @@ from regimetune.models.errors import InputError
 from regimetune.tuner.cache.cost import CostModel
 from regimetune.tuner.cache.schedule import CachePolicyLike, CapacitySchedule, as_schedule
 from regimetune.tuner.cache.store import StoreModel
-from regimetune.tuner.cache.trace import DIST_COLD, CacheTrace, _readonly, dist_of
+from regimetune.tuner.cache.trace import DIST_COLD, CacheTrace, _readonly
 
 DEFAULT_VALUE_SIZE = 4096
 """Bytes per cached value: the paper's 10-key cache held 40 KB."""
@@ -348,13 +348,15 @@ def byte_hit_ratio(trace: CacheTrace, policy: CachePolicyLike) -> float | None:
     if not trace.has_sizes:
         return None
     sched = as_schedule(policy, ts=trace.ts, first_ref=trace.first_ref)
-    hit = total = 0.0
+    starts, caps = sched.starts, np.minimum(sched.caps, trace.n_keys)  # a first reference never hits
+    hit = 0.0
     for lo, codes in trace.codes(0, trace.n_requests):
-        sizes = trace.sizes(lo, lo + len(codes))
-        d = dist_of(codes)
-        hit += float(sizes[d < sched.cap_at(np.arange(lo, lo + len(codes)))].sum())
-        total += float(sizes.sum())
-    return hit / total if total > 0 else None
+        hi = lo + len(codes)
+        p0 = int(np.searchsorted(starts, lo, side="right")) - 1  # the pieces over [lo, hi)
+        p1 = int(np.searchsorted(starts, hi, side="left"))
+        cap = np.repeat(caps[p0:p1], np.diff(np.concatenate([[lo], starts[p0 + 1 : p1], [hi]])))
+        hit += float(trace.sizes(lo, hi)[(codes >> np.uint32(1)) < cap].sum())
+    return hit / trace.size_total
 
 
 __all__ = ["DEFAULT_VALUE_SIZE", "CacheResult", "CacheTrace", "byte_hit_ratio", "simulate"]

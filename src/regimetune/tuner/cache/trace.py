@@ -45,13 +45,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def dist_of(codes: np.ndarray) -> np.ndarray:
-    """Stack distances (int64, ``COLD`` for a first reference) of spooled request codes."""
-    d = (codes >> np.uint32(1)).astype(np.int64)
-    d[d == DIST_COLD] = COLD
-    return d
-
-
 class RequestTimes:
     """The request times of a spooled trace, as far as placing a time needs them:
     ``np.searchsorted(times, t, side)`` (which calls :meth:`searchsorted`) and ``len``.
@@ -116,6 +109,7 @@ class CacheTrace:
     cold_reads_w: np.ndarray
     n_keys: int
     has_sizes: bool = False
+    size_total: float = 0.0
 
     @classmethod
     def from_batches(cls, batches: Iterable[EventBatch], *, window_s: float = 1.0) -> CacheTrace:
@@ -176,7 +170,9 @@ class CacheTrace:
 
     def distances(self, lo: int, hi: int) -> np.ndarray:
         """Stack distances of requests ``[lo, hi)`` (``COLD`` for a first reference)."""
-        return dist_of(self.spool.read("code", lo, hi))
+        d = (self.spool.read("code", lo, hi) >> np.uint32(1)).astype(np.int64)
+        d[d == DIST_COLD] = COLD
+        return d
 
     def window_batches(self, windows: np.ndarray) -> Iterator[tuple[int, int]]:
         """Runs ``[w0, w1)`` of windows that cover ``windows`` (sorted indices), each of at
@@ -216,6 +212,7 @@ class TraceBuilder:
         self._sample: list[np.ndarray] = []
         self._stride = TIME_STRIDE
         self._any_size = False
+        self._size_total = 0.0
 
     def push(self, batch: EventBatch) -> None:
         sizes = batch.size if np.any(batch.size) else None
@@ -271,6 +268,7 @@ class TraceBuilder:
             self._any_size = True
         if self._any_size:
             self.spool.append("size", sz)
+            self._size_total += float(sz.sum())
 
     def _check_span(self, w_last: int, t_last: float) -> None:
         if w_last >= max(4 * (self.n + 1), 10_000_000):
@@ -330,7 +328,8 @@ class TraceBuilder:
             cold_reads_w=_readonly(cold_w),
             n_keys=self._stack.n_keys,
             has_sizes=self._any_size,
+            size_total=self._size_total,
         )
 
 
-__all__ = ["CHUNK_ROWS", "DIST_COLD", "CacheTrace", "RequestTimes", "TraceBuilder", "dist_of"]
+__all__ = ["CHUNK_ROWS", "DIST_COLD", "CacheTrace", "RequestTimes", "TraceBuilder"]
