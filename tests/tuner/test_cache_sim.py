@@ -3,6 +3,8 @@ capacity schedule), the store model, and bad inputs."""
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
 from collections import OrderedDict
 
 import numpy as np
@@ -157,7 +159,7 @@ def test_growth_after_eviction_does_not_restore_evicted_keys():
     keys = [1, 2, 3, 4, 3, 2]
     trace = CacheTrace.from_arrays(ts=np.arange(6.0), keys=keys, window_s=100)
     sched = CapacitySchedule.build([0, 3, 4], [3, 1, 3])
-    naive_hits = int(np.count_nonzero(trace.dist < sched.cap_at(np.arange(6))))
+    naive_hits = int(np.count_nonzero(trace.distances(0, 6) < sched.cap_at(np.arange(6))))
     res = simulate(trace, sched)
     miss, _ = direct_lru(keys, [3, 3, 3, 1, 3, 3])
     assert res.misses == int(miss.sum()) == 6
@@ -235,6 +237,127 @@ def test_from_batches_counts_writes():
     assert trace.n_windows == 2 and trace.writes_w.tolist() == [1, 0]
     res = simulate(trace, CachePolicy(mode="lru", limit_keys=1))
     assert res.read_misses == 3 and res.store_ops == 4
+
+
+# --- the trace streamed in chunks and spooled to disk ---------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 12), min_size=1, max_size=150),
+    pieces=st.lists(st.tuples(st.integers(0, 149), st.integers(0, 14)), min_size=0, max_size=6),
+    cap0=st.integers(0, 14),
+    cuts=st.lists(st.integers(1, 149), max_size=8),
+    chunk_rows=st.integers(1, 20),
+    data=st.data(),
+)
+def test_a_trace_pushed_in_batches_and_read_in_small_chunks_matches_direct_simulation(
+    keys, pieces, cap0, cuts, chunk_rows, data
+):
+    """Batch edges inside windows and refill spans; the simulator's reads of the spool cross
+    chunk edges (``CHUNK_ROWS`` as small as one request): still the direct LRU's counts."""
+    import regimetune.tuner.cache.trace as trace_mod
+
+    n = len(keys)
+    is_write = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    ts = np.sort(np.array(data.draw(st.lists(st.floats(0, 10), min_size=n, max_size=n))))
+    edges = [0, *sorted({c for c in cuts if c < n}), n]
+    batches = [
+        EventBatch.from_columns(ts=ts[a:b], key=keys[a:b], op=is_write[a:b].astype(np.uint8))
+        for a, b in itertools.pairwise(edges)
+    ]
+    trace = CacheTrace.from_batches(batches, window_s=1.5)
+    pieces = sorted((min(s, n - 1), c) for s, c in pieces)
+    sched = CapacitySchedule.build([0] + [s for s, _ in pieces], [cap0] + [c for _, c in pieces])
+    old, trace_mod.CHUNK_ROWS = trace_mod.CHUNK_ROWS, chunk_rows  # not a fixture: hypothesis
+    try:
+        res = simulate(trace, sched)
+    finally:
+        trace_mod.CHUNK_ROWS = old
+    check_against_direct(trace, keys, is_write, sched.cap_at(np.arange(n)), res)
+    assert trace.distances(0, n).tolist() == brute_distances(keys)
+
+
+def test_stack_distances_pushed_in_chunks_match_one_pass():
+    from regimetune.tuner.cache.stack import StackDistances
+
+    rng = np.random.default_rng(11)
+    keys = (rng.zipf(1.2, 20_000) % 4000).astype(np.uint64) * HUGE  # hash-table growth too
+    s = StackDistances(min_cap=64)  # renumbering inside and across chunks
+    got = np.concatenate([s.push(c) for c in np.array_split(keys, [1, 7, 5000, 5001, 12_345])])
+    assert got.tolist() == recency_distances(keys)
+    assert s.n_keys == len(np.unique(keys))
+
+
+def test_request_times_place_times_as_searchsorted_does(monkeypatch):
+    import regimetune.tuner.cache.trace as trace_mod
+
+    monkeypatch.setattr(trace_mod, "TIME_STRIDE", 16)  # many strides, ties across their edges
+    rng = np.random.default_rng(2)
+    ts = np.sort(np.round(rng.uniform(0, 50, 3000), 1))
+    b = trace_mod.TraceBuilder(window_s=5.0)
+    for part in np.array_split(np.arange(len(ts)), 7):
+        b.push_arrays(ts=ts[part], keys=part)
+    times = b.finish().ts
+    q = np.concatenate([[-1.0, 0.0, 50.0, 60.0], ts[::37], rng.uniform(-1, 51, 200)])
+    for side in ("left", "right"):
+        assert times.searchsorted(q, side=side).tolist() == np.searchsorted(ts, q, side=side).tolist()
+        assert int(np.searchsorted(times, ts[100], side=side)) == int(np.searchsorted(ts, ts[100], side=side))
+    assert len(times) == len(ts) and times.read(10, 20).tolist() == ts[10:20].tolist()
+
+
+def _finalize(spool) -> None:
+    spool._owner()
+
+
+def test_a_spooled_trace_sent_to_another_process_reads_the_same_files_and_leaves_them():
+    import gc
+    import pickle
+
+    ts, keys, wr = zipf_trace(n=3000)
+    trace = CacheTrace.from_arrays(ts=ts, keys=keys, is_write=wr, window_s=10.0)
+    copy = pickle.loads(pickle.dumps(trace))
+    pol = CachePolicy(mode="lru", limit_keys=40)
+    assert simulate(copy, pol).window_read_misses.tolist() == simulate(trace, pol).window_read_misses.tolist()
+    where = trace.spool.dir
+    del copy
+    gc.collect()
+    assert where.exists()  # a copy never deletes its owner's files
+    child = multiprocessing.get_context("fork").Process(target=_finalize, args=(trace.spool,))
+    child.start()
+    child.join()
+    assert child.exitcode == 0 and where.exists()  # nor does a forked worker finalizing it
+    del trace
+    gc.collect()
+    assert not where.exists()
+
+
+def test_byte_hit_ratio_of_a_spooled_trace_counts_sizes_by_capacity(monkeypatch):
+    import regimetune.tuner.cache.trace as trace_mod
+    from regimetune.tuner.cache.sim import byte_hit_ratio
+    from regimetune.tuner.cache.trace import TraceBuilder
+
+    ts, keys, wr = zipf_trace(n=5000)
+    sizes = (np.asarray(keys) % 7 + 1).astype(np.float64)
+    trace = CacheTrace.from_arrays(ts=ts, keys=keys, is_write=wr, window_s=10.0, sizes=sizes)
+    miss, _ = direct_lru(keys, [30] * len(keys))
+    want = sizes[~miss].sum() / sizes.sum()
+    assert byte_hit_ratio(trace, CachePolicy(mode="lru", limit_keys=30)) == pytest.approx(want, rel=1e-12)
+    assert byte_hit_ratio(CacheTrace.from_arrays(ts=ts, keys=keys), CachePolicy()) is None
+    # sizes that appear only in a later batch: the earlier requests count as size 0
+    late = np.where(np.arange(len(keys)) < 2000, 0.0, sizes)
+    b = TraceBuilder(window_s=10.0)
+    for part in np.array_split(np.arange(len(keys)), 5):
+        b.push_arrays(ts=ts[part], keys=np.asarray(keys)[part], is_write=wr[part], sizes=late[part])
+    want = late[~miss].sum() / late.sum()
+    assert byte_hit_ratio(b.finish(), CachePolicy(mode="lru", limit_keys=30)) == pytest.approx(
+        want, rel=1e-12
+    )
+    # a schedule of several pieces, read in chunks that cut them: distance below the limit
+    monkeypatch.setattr(trace_mod, "CHUNK_ROWS", 333)
+    sched = CapacitySchedule.build([0, 700, 1500, 3000], [30, 5, 200, UNLIMITED])
+    hit = stack_distances(keys) < sched.cap_at(np.arange(len(keys)))
+    assert byte_hit_ratio(trace, sched) == pytest.approx(sizes[hit].sum() / sizes.sum(), rel=1e-12)
 
 
 # --- the store model -------------------------------------------------------------------

@@ -9,6 +9,7 @@ options, prints the tuned policy beside the baselines and writes the policy file
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -263,14 +264,18 @@ def tune_cmd(
         detector = online_detector(window, None, param)  # checked before the trace is read
         with _bar(as_json) as prog:
             task = prog.add_task("reading", total=None)
-            batches = []
-            n = 0
-            for b in opts.open(trace):
-                batches.append(b)
-                n += len(b)
-                prog.update(task, description=f"reading ({n:,} events)")
-            prog.update(task, description="windows, regimes")
-            workload = Workload.from_batches(batches, window_s=window, detector=detector, name=str(trace))
+
+            def batches() -> Iterator[Any]:  # streamed: windowed and spooled one at a time
+                n = 0
+                for b in opts.open(trace):
+                    yield b
+                    n += len(b)
+                    prog.update(task, description=f"reading ({n:,} events)")
+                prog.update(task, description="windows, regimes")
+
+            workload = Workload.from_batches(
+                batches(), window_s=window, detector=detector, name=str(trace), keep_events=report is not None
+            )
 
             def on_progress(done: int, total: int) -> None:
                 prog.update(task, description="tuning", completed=done, total=total)

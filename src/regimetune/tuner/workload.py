@@ -23,12 +23,14 @@ import numpy as np
 from regimetune.models import EventBatch, WindowFrame
 from regimetune.models.errors import InputError
 from regimetune.models.regimes import RegimeHistory
-from regimetune.tuner.cache.sim import CacheTrace
+from regimetune.tuner.cache.trace import CacheTrace, TraceBuilder
 
 NO_REGIME = -1
 """The label of a window before the detector held any regime: the default policy's windows."""
 DEFAULT_WINDOW_S = 10.0
 DEFAULT_BUCKETS = 64
+BATCH_ROWS = 1 << 20
+"""Requests prepared for the cache simulator at a time, from events held in memory."""
 
 
 def policy_labels(history: RegimeHistory) -> np.ndarray:
@@ -96,20 +98,37 @@ class Workload:
         n_buckets: int = DEFAULT_BUCKETS,
         detector: Any | None = None,
         name: str | None = None,
+        keep_events: bool = True,
     ) -> Workload:
         """Window the trace (with ``n_buckets`` per-bucket statistics), detect its regimes
         online with ``detector`` (default: a fresh :class:`OnlineRegimeDetector`; the service
         passes one restored from its state, so the ids are its own) and fit the paper's
-        K-means."""
+        K-means. The batches are read once, one at a time. With ``keep_events`` (what the
+        cache report needs) the workload holds them as ``events``; without, each batch's
+        requests go to the cache simulator's spool on disk as it is read
+        (:class:`~regimetune.tuner.cache.trace.TraceBuilder`) and the batch is let go, so
+        memory does not grow with the trace's length."""
         from regimetune.collectors import window_frame
 
-        events = EventBatch.concat(list(batches))
-        if len(events) == 0:
-            raise InputError("cannot tune on an empty trace")
         if not window_s > 0:
             raise InputError(f"the window length must be positive, got {window_s}")
-        frame = window_frame([events], window_s=window_s, n_buckets=n_buckets)
-        return cls.from_frame(frame, detector=detector, name=name, events=events, window_s=window_s)
+        builder = None if keep_events else TraceBuilder(window_s=window_s)
+        kept: list[EventBatch] = []
+        take = kept.append if builder is None else builder.push
+        try:
+            frame = window_frame(batches, window_s=window_s, n_buckets=n_buckets, on_batch=take)
+        except InputError:
+            if not (kept or (builder is not None and builder.n)):
+                raise InputError("cannot tune on an empty trace") from None
+            raise
+        return cls.from_frame(
+            frame,
+            detector=detector,
+            name=name,
+            events=EventBatch.concat(kept) if builder is None else None,
+            window_s=window_s,
+            trace=None if builder is None else builder.finish(),
+        )
 
     @classmethod
     def from_frame(
@@ -120,8 +139,10 @@ class Workload:
         name: str | None = None,
         events: EventBatch | None = None,
         window_s: float | None = None,
+        trace: CacheTrace | None = None,
     ) -> Workload:
-        """From windows alone (enough for the weights; the cache needs ``events`` too)."""
+        """From windows alone (enough for the weights; the cache needs ``events`` or the
+        prepared ``trace`` too)."""
         from regimetune.regimes import OnlineRegimeDetector, paper_kmeans
 
         if len(frame) == 0:
@@ -144,6 +165,7 @@ class Workload:
             suggested_keys=suggested,
             detector_state=det.to_state() if hasattr(det, "to_state") else None,
             name=name,
+            trace=trace,
         )
 
     @classmethod
@@ -154,10 +176,12 @@ class Workload:
         window_s: float = DEFAULT_WINDOW_S,
         n_buckets: int = DEFAULT_BUCKETS,
         detector: Any | None = None,
+        keep_events: bool = True,
         **read_options: Any,
     ) -> Workload:
         """Read a trace file (``read_options`` as :func:`regimetune.collectors.read_trace`
-        takes them: ``fmt``, ``spec``, ``skip_bad``) and prepare it."""
+        takes them: ``fmt``, ``spec``, ``skip_bad``) and prepare it (``keep_events`` as in
+        :meth:`from_batches`)."""
         from regimetune.collectors import read_trace
 
         return cls.from_batches(
@@ -166,6 +190,7 @@ class Workload:
             n_buckets=n_buckets,
             detector=detector,
             name=str(path),
+            keep_events=keep_events,
         )
 
     # --- what the objectives use ------------------------------------------------------------
@@ -177,7 +202,10 @@ class Workload:
             return self.trace
         if self.events is None:
             raise InputError("cache tuning needs the trace's requests, not only its windows")
-        return CacheTrace.from_batches([self.events], window_s=self.window_s)
+        ev, step = self.events, BATCH_ROWS
+        return CacheTrace.from_batches(
+            (ev.slice(a, a + step) for a in range(0, len(ev), step)), window_s=self.window_s
+        )
 
     @property
     def regime_ids(self) -> tuple[int, ...]:

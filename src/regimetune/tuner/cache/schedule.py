@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from regimetune.models import CacheMode, CachePolicy
 from regimetune.models.errors import InputError
+
+if TYPE_CHECKING:
+    from regimetune.tuner.cache.trace import RequestTimes
 
 UNLIMITED: int = 1 << 62
 """Capacity of an unlimited cache: more keys than any trace holds, less than ``COLD``."""
@@ -67,8 +71,11 @@ class CapacitySchedule:
         return self.caps[np.searchsorted(self.starts, np.asarray(idx), side="right") - 1]
 
 
-def policy_schedule(policy: CachePolicy, *, ts: np.ndarray, first_ref: np.ndarray) -> CapacitySchedule:
-    """The schedule of one ``CachePolicy`` over a trace with request times ``ts`` and the
+def policy_schedule(
+    policy: CachePolicy, *, ts: np.ndarray | RequestTimes, first_ref: np.ndarray
+) -> CapacitySchedule:
+    """The schedule of one ``CachePolicy`` over a trace with request times ``ts`` (an array,
+    or a spooled trace's :class:`~regimetune.tuner.cache.trace.RequestTimes`) and the
     index of each key's first reference ``first_ref`` (increasing).
 
     A two-phase cache switches after the request that makes it hold ``H`` keys, i.e. the
@@ -87,7 +94,7 @@ def policy_schedule(policy: CachePolicy, *, ts: np.ndarray, first_ref: np.ndarra
         h = policy.high_watermark_keys
         at = int(first_ref[h - 1]) + 1 if h <= len(first_ref) else len(ts)
     else:
-        at = int(np.searchsorted(ts, float(policy.switch_time_s or 0.0), side="left"))
+        at = int(ts.searchsorted(float(policy.switch_time_s or 0.0), side="left"))
     if at >= len(ts):
         return CapacitySchedule.build([0], [UNLIMITED])
     return CapacitySchedule.build([0, at], [UNLIMITED, limit])
@@ -121,13 +128,13 @@ class RegimePolicy:
         if not isinstance(self.default, CachePolicy):
             raise InputError("the default regime policy must be a CachePolicy")
 
-    def schedule(self, *, ts: np.ndarray, first_ref: np.ndarray) -> CapacitySchedule:
+    def schedule(self, *, ts: np.ndarray | RequestTimes, first_ref: np.ndarray) -> CapacitySchedule:
         pols = [self.default, *self.policies.values()]
         index = {rid: i + 1 for i, rid in enumerate(self.policies)}
         scheds = [policy_schedule(p, ts=ts, first_ref=first_ref) for p in pols]
         st = np.asarray(self.window_starts_s, dtype=np.float64)
         lb = np.asarray(self.labels, dtype=np.int64)
-        win_idx = np.searchsorted(ts, st, side="left")
+        win_idx = np.asarray(ts.searchsorted(st, side="left"))
         win_idx[0] = 0  # the first label window also covers anything before it
         ids = np.array(sorted(index), dtype=np.int64)
         pos = np.minimum(np.searchsorted(ids, lb), max(len(ids) - 1, 0))
@@ -149,7 +156,9 @@ class RegimePolicy:
 CachePolicyLike = CachePolicy | RegimePolicy | CapacitySchedule
 
 
-def as_schedule(policy: CachePolicyLike, *, ts: np.ndarray, first_ref: np.ndarray) -> CapacitySchedule:
+def as_schedule(
+    policy: CachePolicyLike, *, ts: np.ndarray | RequestTimes, first_ref: np.ndarray
+) -> CapacitySchedule:
     if isinstance(policy, CapacitySchedule):
         return policy
     if isinstance(policy, RegimePolicy):

@@ -1,6 +1,6 @@
 """Exact trace-driven simulation of an LRU cache tier under any capacity schedule.
 
-``CacheTrace`` computes the stack distances once; ``simulate`` then scores a policy with
+``CacheTrace`` holds the stack distances, computed once; ``simulate`` then scores a policy with
 vectorised counts. Why this is exact:
 
 * An LRU cache always holds a *prefix* of the recency stack (the most recently used keys).
@@ -16,158 +16,28 @@ vectorised counts. Why this is exact:
   a refill span a small compiled kernel steps request by request (hit iff distance <
   fill); once the cache has caught up, the vectorised rule applies again.
 
-Counts per window come from a sorted array of ``(window, op, distance)`` keys, so a window
-under one capacity costs one binary search; only windows cut by a switch or a refill span
-are counted by slicing.
+Counts per window come from each window's sorted distances (reads, then writes), so a window
+under one capacity costs one binary search per group; only windows cut by a switch or a
+refill span are counted request by request. The trace's per-request data is read from its
+spool a chunk at a time (see :mod:`regimetune.tuner.cache.trace`), so a simulation holds at
+most ``CHUNK_ROWS`` requests in memory.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numba
 import numpy as np
-import numpy.typing as npt
 
-from regimetune.models import EventBatch, Op
 from regimetune.models.errors import InputError
 from regimetune.tuner.cache.cost import CostModel
 from regimetune.tuner.cache.schedule import CachePolicyLike, CapacitySchedule, as_schedule
-from regimetune.tuner.cache.stack import COLD, stack_distances
 from regimetune.tuner.cache.store import StoreModel
+from regimetune.tuner.cache.trace import DIST_COLD, CacheTrace, _readonly
 
 DEFAULT_VALUE_SIZE = 4096
 """Bytes per cached value: the paper's 10-key cache held 40 KB."""
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
-
-
-@dataclass(frozen=True, eq=False)
-class CacheTrace:
-    """A request trace prepared for many cache simulations: stack distances, windows of
-    ``window_s`` seconds from the first request, and per-window sorted distances.
-
-    >>> t = CacheTrace.from_arrays(ts=[0.0, 0.5, 1.0, 1.5], keys=[1, 2, 1, 1])
-    >>> t.n_requests, t.n_keys, t.n_windows, t.dist[2].item()
-    (4, 2, 2, 1)
-    """
-
-    ts: np.ndarray
-    dist: np.ndarray
-    is_write: np.ndarray
-    first_ref: np.ndarray
-    window_s: float
-    t0: float
-    win_bounds: np.ndarray
-    reads_w: np.ndarray
-    writes_w: np.ndarray
-    n_keys: int
-    _comp: np.ndarray
-    _comp_start: np.ndarray
-    sizes: np.ndarray | None = None
-
-    @classmethod
-    def from_batches(cls, batches: Iterable[EventBatch], *, window_s: float = 1.0) -> CacheTrace:
-        """Concatenate event batches (in time order) and prepare them."""
-        batch = EventBatch.concat(list(batches))
-        sizes = batch.size if len(batch) and np.any(batch.size) else None
-        return cls.from_arrays(
-            ts=batch.ts, keys=batch.key, is_write=batch.op == Op.WRITE, window_s=window_s, sizes=sizes
-        )
-
-    @classmethod
-    def from_arrays(
-        cls,
-        *,
-        ts: npt.ArrayLike,
-        keys: npt.ArrayLike,
-        is_write: npt.ArrayLike | None = None,
-        window_s: float = 1.0,
-        sizes: npt.ArrayLike | None = None,
-    ) -> CacheTrace:
-        ts_a = np.ascontiguousarray(ts, dtype=np.float64)
-        n = len(ts_a)
-        if n == 0:
-            raise InputError("cannot simulate a cache on an empty trace")
-        if not (math.isfinite(window_s) and window_s > 0):
-            raise InputError(f"window length must be a positive number of seconds, got {window_s}")
-        if not np.all(np.isfinite(ts_a)) or np.any(np.diff(ts_a) < 0):
-            raise InputError("request times must be finite and in time order")
-        dist = stack_distances(keys)
-        if len(dist) != n:
-            raise InputError(f"{len(dist)} keys for {n} request times")
-        wr = np.zeros(n, dtype=bool) if is_write is None else np.asarray(is_write, dtype=bool)
-        if wr.shape != (n,):
-            raise InputError(f"is_write must hold one flag per request, got shape {wr.shape}")
-        first_ref = np.flatnonzero(dist == COLD)
-        n_keys = len(first_ref)
-        t0 = float(ts_a[0])
-        span_windows = (float(ts_a[-1]) - t0) / window_s
-        if span_windows >= max(4 * n, 10_000_000):
-            raise InputError(
-                f"{window_s} s windows over a {ts_a[-1] - t0:g} s trace make {span_windows:.3g} windows "
-                f"for {n} requests: use longer windows (or check the trace's time unit)"
-            )
-        w = ((ts_a - t0) // window_s).astype(np.int64)
-        n_win = int(w[-1]) + 1
-        win_bounds = np.searchsorted(w, np.arange(n_win + 1), side="left").astype(np.int64)
-        writes_w = np.bincount(w, weights=wr, minlength=n_win).astype(np.int64)
-        reads_w = np.diff(win_bounds) - writes_w
-        sz = None if sizes is None else np.ascontiguousarray(sizes, dtype=np.float64)
-        if sz is not None and (sz.shape != (n,) or np.any(sz < 0) or not np.all(np.isfinite(sz))):
-            raise InputError("sizes must hold one finite size >= 0 per request")
-        k1 = np.int64(n_keys + 1)
-        comp = np.sort((2 * w + wr) * k1 + np.minimum(dist, n_keys))
-        comp_start = np.searchsorted(comp, np.arange(2 * n_win + 1, dtype=np.int64) * k1)
-        return cls(
-            ts=_readonly(ts_a),
-            dist=_readonly(dist),
-            is_write=_readonly(wr.copy()),
-            first_ref=_readonly(first_ref),
-            window_s=float(window_s),
-            t0=t0,
-            win_bounds=_readonly(win_bounds),
-            reads_w=_readonly(reads_w),
-            writes_w=_readonly(writes_w),
-            n_keys=n_keys,
-            _comp=_readonly(comp),
-            _comp_start=_readonly(comp_start),
-            sizes=None if sz is None else _readonly(sz),
-        )
-
-    @property
-    def n_requests(self) -> int:
-        return len(self.ts)
-
-    @property
-    def n_windows(self) -> int:
-        return len(self.win_bounds) - 1
-
-    @property
-    def duration_s(self) -> float:
-        return self.n_windows * self.window_s
-
-    @property
-    def window_starts_s(self) -> np.ndarray:
-        return self.t0 + self.window_s * np.arange(self.n_windows)
-
-    @functools.cached_property
-    def unavoidable_w(self) -> np.ndarray:
-        """Store operations per window that no cache spares: cold read misses and writes
-        (computed once per trace: every simulation sizes the store by it)."""
-        cold_reads = self.first_ref[~self.is_write[self.first_ref]]
-        w = np.searchsorted(self.win_bounds, cold_reads, side="right") - 1
-        return np.bincount(w, minlength=self.n_windows).astype(np.int64) + self.writes_w
-
-    def distinct_after(self, idx: npt.ArrayLike) -> np.ndarray:
-        """Distinct keys referenced in requests ``0..idx`` (inclusive; 0 for ``idx < 0``)."""
-        return np.searchsorted(self.first_ref, np.asarray(idx), side="right")
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,16 +90,16 @@ class CacheResult:
 
 
 @numba.njit(cache=True, nogil=True)
-def _refill(
-    dist, is_write, a, fill, distinct, starts, caps, p, win_bounds, rmiss, wmiss, fill_end
-):  # pragma: no cover
-    # Step request by request from a growth at request a until the cache has refilled.
-    n = dist.shape[0]
+def _refill(codes, off, st, starts, caps, win_bounds, rmiss, wmiss, fill_end):  # pragma: no cover
+    # Step request by request from a growth at request a until the cache has refilled, over
+    # the chunk ``codes`` of requests from ``off`` on; the state carries over to the next
+    # chunk: st = (j, fill, distinct, p, w, peak, a, done).
+    j, fill, distinct, p, w, peak, a = st[0], st[1], st[2], st[3], st[4], st[5], st[6]
+    n = win_bounds[-1]
     n_win = win_bounds.shape[0] - 1
-    w = np.searchsorted(win_bounds, a, side="right") - 1
-    peak = fill
-    j = a
-    while j < n:
+    end = off + codes.shape[0]
+    done = False
+    while j < end:
         while w < n_win and win_bounds[w + 1] <= j:
             if j - 1 >= a:
                 fill_end[w] = fill
@@ -240,31 +110,37 @@ def _refill(
         if fill > c:
             fill = c
         if fill >= min(c, distinct):
+            done = True
             break
-        d = dist[j]
+        code = codes[j - off]
+        d = np.int64(code >> 1)
         if d >= fill:
-            if is_write[j]:
+            if code & 1:
                 wmiss[w] += 1
             else:
                 rmiss[w] += 1
             fill += 1
-            if d == COLD:
+            if d == DIST_COLD:
                 distinct += 1
         if fill > peak:
             peak = fill
         j += 1
-    while w < n_win and win_bounds[w + 1] <= j:
-        if j - 1 >= a:
-            fill_end[w] = fill
-        w += 1
-    return j, peak
+    if done or j >= n:
+        done = True
+        while w < n_win and win_bounds[w + 1] <= j:
+            if j - 1 >= a:
+                fill_end[w] = fill
+            w += 1
+    st[0], st[1], st[2], st[3], st[4], st[5], st[7] = j, fill, distinct, p, w, peak, done
 
 
 def _refill_spans(
     trace: CacheTrace, sched: CapacitySchedule, rmiss: np.ndarray, wmiss: np.ndarray, fill_end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Run the refill kernel after every growth that finds the cache short of its limit."""
+    """Run the refill kernel after every growth that finds the cache short of its limit,
+    reading the requests from the growth on until the cache has caught up."""
     starts, caps = sched.starts, sched.caps
+    n = trace.n_requests
     spans: list[tuple[int, int]] = []
     peak = 0
     covered = 0
@@ -276,46 +152,50 @@ def _refill_spans(
         fill = min(int(caps[p - 1]), distinct)
         if fill >= min(int(caps[p]), distinct):
             continue
-        k, pk = _refill(
-            trace.dist, trace.is_write, a, fill, distinct, starts, caps, p - 1,
-            trace.win_bounds, rmiss, wmiss, fill_end,
-        )  # fmt: skip
-        spans.append((a, int(k)))
-        peak = max(peak, int(pk))
-        covered = int(k)
+        w = int(np.searchsorted(trace.win_bounds, a, side="right")) - 1
+        st = np.array([a, fill, distinct, p - 1, w, fill, a, 0], dtype=np.int64)
+        for lo, codes in trace.codes(a, n, first_rows=1 << 16):
+            _refill(codes, lo, st, starts, caps, trace.win_bounds, rmiss, wmiss, fill_end)
+            if st[7]:
+                break
+        spans.append((a, int(st[0])))
+        peak = max(peak, int(st[5]))
+        covered = int(st[0])
     arr = np.array(spans, dtype=np.int64).reshape(-1, 2)
     return arr[:, 0], arr[:, 1], peak
 
 
 @numba.njit(cache=True, nogil=True)
-def _count_clean(comp, comp_start, clean, caps, k1, reads_w, writes_w, rmiss, wmiss):  # pragma: no cover
-    # Per clean window: hits = sorted distances below the capacity, by a binary search
-    # confined to the window's own (small, cache-resident) group.
+def _count_clean(srt, off, clean, caps, win_bounds, reads_w, rmiss, wmiss):  # pragma: no cover
+    # Per clean window: hits = sorted distances below the capacity, by a binary search in
+    # each of the window's two groups (reads, then writes) of the chunk ``srt`` (from ``off``).
     for i in range(clean.shape[0]):
         w = clean[i]
+        c = caps[i]
+        mid_w = win_bounds[w] + reads_w[w]
         for op in range(2):
-            g = 2 * w + op
-            lo = comp_start[g]
-            hi = comp_start[g + 1]
-            target = g * k1 + caps[i]
+            g0 = (win_bounds[w] if op == 0 else mid_w) - off
+            lo = g0
+            hi = (mid_w if op == 0 else win_bounds[w + 1]) - off
+            size = hi - lo
             while lo < hi:
                 mid = (lo + hi) >> 1
-                if comp[mid] < target:
+                if np.int64(srt[mid]) < c:
                     lo = mid + 1
                 else:
                     hi = mid
-            hits = lo - comp_start[g]
             if op == 0:
-                rmiss[w] = reads_w[w] - hits
+                rmiss[w] = size - (lo - g0)
             else:
-                wmiss[w] = writes_w[w] - hits
+                wmiss[w] = size - (lo - g0)
 
 
 @numba.njit(cache=True, nogil=True)
 def _count_dirty(
-    dist, is_write, win_bounds, dirty, starts, caps, span_a, span_k, rmiss, wmiss
+    codes, off, win_bounds, dirty, starts, caps, span_a, span_k, rmiss, wmiss
 ):  # pragma: no cover
-    # Windows cut by a switch or a refill span: step through their regular requests.
+    # Windows cut by a switch or a refill span: step through their regular requests (of the
+    # chunk ``codes``, from request ``off``).
     n_sp = span_a.shape[0]
     n_p = starts.shape[0]
     for i in range(dirty.shape[0]):
@@ -338,8 +218,9 @@ def _count_dirty(
                 stop = starts[p + 1]
             c = caps[p]
             for r in range(j, stop):
-                if dist[r] >= c:
-                    if is_write[r]:
+                code = codes[r - off]
+                if np.int64(code >> 1) >= c:
+                    if code & 1:
                         wmiss[w] += 1
                     else:
                         rmiss[w] += 1
@@ -364,22 +245,29 @@ def _count(trace: CacheTrace, sched: CapacitySchedule) -> tuple[np.ndarray, np.n
 
     cuts = np.unique(np.concatenate([sched.starts, span_a, span_k]))
     cuts = cuts[cuts < n]
-    w_lo, w_hi = trace.win_bounds[:-1], trace.win_bounds[1:]
+    wb = trace.win_bounds
+    w_lo, w_hi = wb[:-1], wb[1:]
     # a window is clean if no cut falls strictly inside it and it does not start in a span
-    cut_w = np.searchsorted(trace.win_bounds, cuts, side="right") - 1
+    cut_w = np.searchsorted(wb, cuts, side="right") - 1
     inner = cuts > w_lo[cut_w]
     dirty = np.zeros(n_win, dtype=bool)
     dirty[cut_w[inner]] = True
     dirty |= in_span(w_lo) & (w_hi > w_lo)
     clean = np.flatnonzero(~dirty)
-    _count_clean(
-        trace._comp, trace._comp_start, clean, sched.cap_at(w_lo[clean]), np.int64(k + 1),
-        trace.reads_w, trace.writes_w, rmiss, wmiss,
-    )  # fmt: skip
-    _count_dirty(
-        trace.dist, trace.is_write, trace.win_bounds, np.flatnonzero(dirty), sched.starts, sched.caps,
-        span_a, span_k, rmiss, wmiss,
-    )  # fmt: skip
+    clean_caps = sched.cap_at(w_lo[clean])
+    dirty_w = np.flatnonzero(dirty)
+    for w0, w1 in trace.window_batches(np.flatnonzero(w_hi > w_lo)):
+        c0, c1 = np.searchsorted(clean, [w0, w1])
+        if c1 > c0:
+            srt = trace.spool.read("sorted", wb[w0], wb[w1])
+            _count_clean(srt, wb[w0], clean[c0:c1], clean_caps[c0:c1], wb, trace.reads_w, rmiss, wmiss)
+        d0, d1 = np.searchsorted(dirty_w, [w0, w1])
+        if d1 > d0:
+            lo = wb[dirty_w[d0]]
+            codes = trace.spool.read("code", lo, wb[dirty_w[d1 - 1] + 1])
+            _count_dirty(
+                codes, lo, wb, dirty_w[d0:d1], sched.starts, sched.caps, span_a, span_k, rmiss, wmiss
+            )
     # cached keys at each window's last request, where it is not inside a refill span
     last = w_hi - 1
     reg = ~in_span(last)
@@ -457,11 +345,18 @@ def byte_hit_ratio(trace: CacheTrace, policy: CachePolicyLike) -> float | None:
     >>> byte_hit_ratio(t, CachePolicy()), byte_hit_ratio(t, CachePolicy(mode="lru", limit_keys=1))
     (0.5, 0.0)
     """
-    if trace.sizes is None or trace.sizes.sum() <= 0:
+    if not trace.has_sizes:
         return None
     sched = as_schedule(policy, ts=trace.ts, first_ref=trace.first_ref)
-    hit = trace.dist < sched.cap_at(np.arange(trace.n_requests))
-    return float(trace.sizes[hit].sum() / trace.sizes.sum())
+    starts, caps = sched.starts, np.minimum(sched.caps, trace.n_keys)  # a first reference never hits
+    hit = 0.0
+    for lo, codes in trace.codes(0, trace.n_requests):
+        hi = lo + len(codes)
+        p0 = int(np.searchsorted(starts, lo, side="right")) - 1  # the pieces over [lo, hi)
+        p1 = int(np.searchsorted(starts, hi, side="left"))
+        cap = np.repeat(caps[p0:p1], np.diff(np.concatenate([[lo], starts[p0 + 1 : p1], [hi]])))
+        hit += float(trace.sizes(lo, hi)[(codes >> np.uint32(1)) < cap].sum())
+    return hit / trace.size_total
 
 
 __all__ = ["DEFAULT_VALUE_SIZE", "CacheResult", "CacheTrace", "byte_hit_ratio", "simulate"]

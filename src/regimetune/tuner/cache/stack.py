@@ -205,12 +205,13 @@ def _slot(key, hb):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _distances_hashed(keys, out, tab, hb: int, st, bits, tree, min_cap: int):  # pragma: no cover
+def _distances_hashed(keys, out, tab, hb: int, st, bits, tree, min_cap: int, n_max: int):  # pragma: no cover
     # Open addressing, linear probing; a row of ``tab`` is (key, latest position), position 0
     # marks an empty row. Runs from request ``st[0]`` until the end or until the table is half
     # full (the caller then hands over one twice as large: numpy allocates it, with huge
     # pages where the OS allows, which a table hit at random needs); the rest of the state
-    # is in ``st`` (distinct, t, wt, cap, m) and the returned bitmap and tree.
+    # is in ``st`` (distinct, t, wt, cap, m) and the returned bitmap and tree. ``n_max``
+    # bounds the requests of the whole stream (it sizes the position space).
     n = keys.shape[0]
     distinct, t, wt, cap, m = st[1], st[2], st[3], st[4], st[5]
     mask = (1 << hb) - 1
@@ -223,7 +224,7 @@ def _distances_hashed(keys, out, tab, hb: int, st, bits, tree, min_cap: int):  #
         if t == cap:
             _renumber(tab[:, 1], bits)
             t = distinct
-            cap = _new_cap(cap, distinct, tab.shape[0], n, min_cap)
+            cap = _new_cap(cap, distinct, tab.shape[0], n_max, min_cap)
             bits, tree, m = _marks(cap, t)
             wt = t >> 6
         k = keys[i]
@@ -262,22 +263,48 @@ def _rehash(old, new, hb: int) -> None:  # pragma: no cover - compiled
             new[h, 1] = old[r, 1]
 
 
-def _hashed(keys: np.ndarray, min_cap: int) -> np.ndarray:
-    n = len(keys)
-    out = np.empty(n, dtype=np.int64)
-    hb = 12
-    tab = np.zeros((1 << hb, 2), dtype=np.uint64)
-    cap = _new_cap(0, 0, len(tab), n, min_cap)
-    bits, tree, m = _marks(cap, 0)
-    st = np.array([0, 0, 0, 0, cap, m], dtype=np.int64)
-    while True:
-        bits, tree = _distances_hashed(keys, out, tab, hb, st, bits, tree, min_cap)
-        if st[0] >= n:
-            return out
-        hb += 1
-        grown = np.zeros((1 << hb, 2), dtype=np.uint64)
-        _rehash(tab, grown, hb)
-        tab = grown
+class StackDistances:
+    """LRU stack distances of a stream of keys, chunk by chunk: :meth:`push` returns the
+    distances of a chunk's requests as if every earlier chunk came first (``COLD`` for a first
+    reference). Memory grows with the distinct keys, not the requests. ``n_max`` bounds the
+    requests of the whole stream (default: as many as int32 positions allow).
+
+    >>> s = StackDistances()
+    >>> s.push(np.array([1, 2], dtype=np.uint64)).tolist()[1] == COLD, s.push(np.array([1])).tolist()
+    (True, [1])
+    """
+
+    def __init__(self, *, n_max: int = (1 << 31) - 1, min_cap: int = _MIN_CAP) -> None:
+        self.n_max, self.min_cap = int(n_max), int(min_cap)
+        self._hb = 12
+        self._tab = np.zeros((1 << self._hb, 2), dtype=np.uint64)
+        cap = _new_cap(0, 0, len(self._tab), self.n_max, self.min_cap)
+        self._bits, self._tree, m = _marks(cap, 0)
+        self._st = np.array([0, 0, 0, 0, cap, m], dtype=np.int64)
+
+    @property
+    def n_keys(self) -> int:
+        """Distinct keys so far."""
+        return int(self._st[1])
+
+    def push(self, keys: npt.ArrayLike) -> np.ndarray:
+        arr = _as_keys(keys)
+        k = np.ascontiguousarray(
+            arr.astype(np.uint64 if arr.dtype.kind == "u" else np.int64, copy=False).view(np.uint64)
+        )
+        out = np.empty(len(k), dtype=np.int64)
+        self._st[0] = 0
+        while True:
+            self._bits, self._tree = _call(
+                _distances_hashed, k, out, self._tab, self._hb, self._st, self._bits, self._tree,
+                self.min_cap, self.n_max,
+            )  # fmt: skip
+            if self._st[0] >= len(k):
+                return out
+            self._hb += 1
+            grown = np.zeros((1 << self._hb, 2), dtype=np.uint64)
+            _rehash(self._tab, grown, self._hb)
+            self._tab = grown
 
 
 @numba.njit(cache=True, nogil=True)
@@ -383,8 +410,7 @@ def _stack_distances(keys: npt.ArrayLike, min_cap: int = _MIN_CAP) -> np.ndarray
             last = np.zeros(top + 1, dtype=np.int32)
             _call(_distances_direct, np.ascontiguousarray(k), out, last, min_cap)
             return out
-    k = arr.astype(np.uint64 if arr.dtype.kind == "u" else np.int64, copy=False).view(np.uint64)
-    return _call(_hashed, np.ascontiguousarray(k), min_cap)
+    return StackDistances(n_max=n, min_cap=min_cap).push(arr)
 
 
 def _call(kernel, *args):
@@ -407,4 +433,4 @@ def warm_up() -> None:
     stack_distances(np.array([1 << 40, 2, 1 << 40], dtype=np.int64))
 
 
-__all__ = ["COLD", "dense_ids", "stack_distances", "warm_up"]
+__all__ = ["COLD", "StackDistances", "dense_ids", "stack_distances", "warm_up"]
