@@ -51,10 +51,7 @@ class SlotStats:
 
 
 def lfu_enabled(conns: Connections, topo: Topology) -> bool:
-    for node in topo.masters:
-        if "lfu" not in conns.config(node.address, "maxmemory-policy"):
-            return False
-    return True
+    return all("lfu" in conns.config(node.address, "maxmemory-policy") for node in topo.masters)
 
 
 def measure_slots(
@@ -65,7 +62,9 @@ def measure_slots(
     client_load: np.ndarray | None = None,
 ) -> SlotStats:
     """Scan every master's slots; ``client_load`` (per-slot counts) replaces the load source."""
-    use_lfu = load_source == "lfu" or (load_source == "auto" and client_load is None and lfu_enabled(conns, topo))
+    use_lfu = load_source == "lfu" or (
+        load_source == "auto" and client_load is None and lfu_enabled(conns, topo)
+    )
     if load_source == "lfu" and not lfu_enabled(conns, topo):
         raise InputError("load source 'lfu' needs an LFU maxmemory-policy (e.g. allkeys-lfu) on every master")
     keys = np.zeros(SLOTS, np.int64)

@@ -26,7 +26,13 @@ from regimetune.backend.redis_cluster.measure import LoadSource, SlotStats, meas
 from regimetune.backend.redis_cluster.membership import add_nodes, check_spare, remove_node, wait_converged
 from regimetune.backend.redis_cluster.migrate import KEY_BATCH, SlotMove, SlotMover
 from regimetune.backend.redis_cluster.store import Journal, RedisStateStore
-from regimetune.backend.redis_cluster.topology import SLOTS, ClusterUnhealthy, Connections, Topology, read_topology
+from regimetune.backend.redis_cluster.topology import (
+    SLOTS,
+    ClusterUnhealthy,
+    Connections,
+    Topology,
+    read_topology,
+)
 from regimetune.backend.schemas import Placement
 from regimetune.backend.settings import BackendSettings
 from regimetune.models import (
@@ -74,7 +80,8 @@ class Snapshot:
     def placement(self) -> Placement:
         owners = self.topo.slot_owners()
         buckets = tuple(
-            Bucket(id=s, load=float(self.stats.load[s]), size=float(self.stats.bytes[s])) for s in range(SLOTS)
+            Bucket(id=s, load=float(self.stats.load[s]), size=float(self.stats.bytes[s]))
+            for s in range(SLOTS)
         )
         return Placement(
             servers=tuple(sorted(self.servers.values())),
@@ -259,7 +266,8 @@ class RedisClusterRescaler:
         topo = self.topology()
         if not journal.replica_migration:
             before = {
-                n.address: self.conns.config(n.address, "cluster-allow-replica-migration") for n in topo.masters
+                n.address: self.conns.config(n.address, "cluster-allow-replica-migration")
+                for n in topo.masters
             }
             journal = journal.model_copy(update={"replica_migration": before})
             self.store.set_journal(journal)
@@ -289,6 +297,9 @@ class RedisClusterRescaler:
                 mover.move([SlotMove(s, topo.nodes[src], topo.nodes[dst]) for s in batch], masters)
         removed: list[str] = []
         if journal.remove:
+            leaving = {topo.nodes[nid].address for nid in journal.remove}
+            if self.seed in leaving:  # from now on, enter the cluster through a node that stays
+                self.seed = next(n.address for n in topo.masters if n.address not in leaving)
             topo = wait_converged(self.conns, self.seed, set(topo.nodes))
             for nid in journal.remove:
                 node = topo.nodes[nid]

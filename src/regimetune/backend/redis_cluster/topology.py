@@ -17,10 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regimetune.models import ConflictError, InputError
-from regimetune.models.errors import SourceError
+from regimetune.models.errors import BackendError, SourceError
 
 SLOTS = 16384
 _BAD_FLAGS = ("fail", "fail?", "handshake", "noaddr")
+
+
+class RedisUnreachable(BackendError, SourceError):
+    """A Redis node that does not answer (502 from the backend; a source error to a collector)."""
 
 
 class ClusterUnhealthy(ConflictError):
@@ -124,7 +128,7 @@ class Connections:
         try:
             return self.get(address).execute_command(*args)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise SourceError(f"Redis node {address}: {exc}") from exc
+            raise RedisUnreachable(f"Redis node {address}: {exc}") from exc
 
     def config(self, address: str, name: str) -> str:
         """One ``CONFIG GET`` value ("" when the server has no such parameter)."""
@@ -265,6 +269,7 @@ __all__ = [
     "SLOTS",
     "ClusterUnhealthy",
     "Connections",
+    "RedisUnreachable",
     "Node",
     "Topology",
     "iter_ranges",
