@@ -56,18 +56,29 @@ class SlotMover:
             pipe.execute_command("CLUSTER", "SETSLOT", s, *args)
         pipe.execute()
 
-    def drain(self, slot: int, source: Node, target: Node) -> int:
-        """MIGRATE the keys of ``slot`` from ``source`` to ``target`` until none is left."""
+    def drain(self, slots: Sequence[int], source: Node, target: Node) -> int:
+        """MIGRATE the keys of ``slots`` from ``source`` to ``target`` until none is left. Each
+        round is two pipelines: ``GETKEYSINSLOT`` (up to ``key_batch`` keys) for every slot,
+        then one ``MIGRATE ... KEYS`` per slot (Redis refuses keys of several slots in one).
+        A slot whose round came back short is then empty: while it migrates, new keys go to
+        the target."""
         moved = 0
-        while True:
-            keys = self.conns.call(source.address, "CLUSTER", "GETKEYSINSLOT", slot, self.key_batch)
-            if not keys:
-                break
-            self.conns.call(
-                source.address, "MIGRATE", target.host, target.port, "", 0, self.timeout_ms,
-                "REPLACE", "KEYS", *keys,
-            )  # fmt: skip
-            moved += len(keys)
+        pending = list(slots)
+        conn = self.conns.get(source.address)
+        while pending:
+            pipe = conn.pipeline(transaction=False)
+            for s in pending:
+                pipe.execute_command("CLUSTER", "GETKEYSINSLOT", s, self.key_batch)
+            found = pipe.execute()
+            pipe = conn.pipeline(transaction=False)
+            for keys in found:
+                if keys:
+                    pipe.execute_command(
+                        "MIGRATE", target.host, target.port, "", 0, self.timeout_ms, "REPLACE", "KEYS", *keys
+                    )
+                    moved += len(keys)
+            pipe.execute()
+            pending = [s for s, keys in zip(pending, found, strict=True) if len(keys) >= self.key_batch]
         self.keys += moved
         return moved
 
@@ -90,8 +101,7 @@ class SlotMover:
         slots = [m.slot for m in moves]
         self._setslot(target, slots, "IMPORTING", source.id)
         self._setslot(source, slots, "MIGRATING", target.id)
-        for s in slots:
-            self.drain(s, source, target)
+        self.drain(slots, source, target)
         self.close(slots, target, masters)
 
     def repair(self, topo: Topology, slot: int, target_id: str | None) -> str:
@@ -116,7 +126,7 @@ class SlotMover:
                 self._setslot(target, [slot], "IMPORTING", node.id)
             if slot in node.slots and node.migrating.get(slot) != target_id:
                 self._setslot(node, [slot], "MIGRATING", target_id)
-            self.drain(slot, node, target)
+            self.drain([slot], node, target)
         self.close([slot], target, masters)
         return target_id
 

@@ -50,6 +50,8 @@ from regimetune.models import (
 SLOT_BATCH = 32
 """Slots opened and closed together (one pipeline per node); a killed run leaves at most
 this many open, each finished by the next run."""
+INTRO_S = 1.0
+"""Pause after a joining node's first slot, for clients to learn the node (see _introduce)."""
 
 
 class RedisExecution(BaseModel):
@@ -138,6 +140,7 @@ class RedisClusterRescaler:
         load_source: LoadSource = "auto",
         key_batch: int = KEY_BATCH,
         slot_batch: int = SLOT_BATCH,
+        intro_s: float = INTRO_S,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.seed = seed
@@ -146,6 +149,7 @@ class RedisClusterRescaler:
         self.load_source: LoadSource = load_source
         self.key_batch = key_batch
         self.slot_batch = slot_batch
+        self.intro_s = intro_s
         self.log = log or (lambda _msg: None)
         self.conns = Connections()
 
@@ -261,6 +265,28 @@ class RedisClusterRescaler:
         stats = measure_slots(self.conns, topo, load_source=self.load_source, client_load=client_load)
         return self._run(journal, stats, resumed=True)
 
+    def _introduce(
+        self,
+        journal: Journal,
+        groups: dict[tuple[str, str], list[int]],
+        stats: SlotStats,
+        topo: Topology,
+        mover: SlotMover,
+    ) -> None:
+        """Give each node that joined its hottest planned slot alone first, then wait
+        ``intro_s``: clients that touch that slot get a MOVED, refresh their view and learn
+        the node before any ASK sends them there (redis-py, for one, fails on an ASK to a
+        node it does not know yet)."""
+        new_ids = {n.id for n in topo.nodes.values() if n.address in journal.add}
+        for target in sorted(new_ids):
+            pairs = [(src, s) for (src, dst), slots in groups.items() if dst == target for s in slots]
+            if not pairs:
+                continue
+            src, slot = max(pairs, key=lambda p: (stats.load[p[1]], stats.keys[p[1]]))
+            mover.move([SlotMove(slot, topo.nodes[src], topo.nodes[target])], topo.masters)
+            groups[(src, target)].remove(slot)
+            time.sleep(self.intro_s)
+
     def _run(self, journal: Journal, stats: SlotStats, *, resumed: bool) -> RedisExecution:
         t0 = time.perf_counter()
         topo = self.topology()
@@ -291,6 +317,7 @@ class RedisClusterRescaler:
         total = sum(len(v) for v in groups.values())
         self.log(f"moving {total} slot(s) in {len(groups)} (source, target) pair(s)")
         masters = topo.masters
+        self._introduce(journal, groups, stats, topo, mover)
         for (src, dst), slots in groups.items():
             for k in range(0, len(slots), self.slot_batch):
                 batch = slots[k : k + self.slot_batch]
