@@ -347,7 +347,7 @@ def main() -> None:
             )
         base = result[kind].get("rebalance")
         if base:
-            for method, row in result[kind].items():
+            for row in result[kind].values():
                 row["bytes_moved_vs_rebalance"] = (
                     row["bytes_moved"] / base["bytes_moved"] if base["bytes_moved"] else None
                 )

@@ -81,7 +81,7 @@ def test_windows_count_the_requests_between_readings(server: LocalRedis) -> None
 
 def test_an_unreachable_server_is_a_source_error() -> None:
     needs_redis()
-    with pytest.raises(SourceError, match="127.0.0.1:1"):
+    with pytest.raises(SourceError, match=r"127\.0\.0\.1:1"):
         list(RedisCollector("127.0.0.1:1", windows=1).collect())
 
 

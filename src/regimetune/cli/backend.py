@@ -78,6 +78,13 @@ def backend(
     ),
     dry_run: bool = typer.Option(False, help="With --rescale: print the plan, change nothing."),
     key_batch: int = typer.Option(200, min=1, help="Redis: keys per MIGRATE command."),
+    redis_cache: str | None = typer.Option(
+        None,
+        help="HOST:PORT of a Redis used as a cache: pushed cache policies set its maxmemory (allkeys-lru).",
+    ),
+    bytes_per_key: float | None = typer.Option(
+        None, min=1, help="Redis cache: bytes a key takes (default: measured on the server)."
+    ),
     weights: str | None = typer.Option(
         None, help="With --rescale: weights L, LT, DT, LDT or W_L,W_D,W_T (default: the policy in force)."
     ),
@@ -93,6 +100,9 @@ def backend(
             settings, console, redis_cluster, spare, recommend, load_source, rescale, dry_run, weights,
             key_batch, log_level,
         )  # fmt: skip
+        return
+    if redis_cache is not None:
+        _redis_cache(settings, console, redis_cache, bytes_per_key, log_level)
         return
     if rescale is not None or spare or recommend:
         raise ConfigError(
@@ -121,6 +131,37 @@ def _serve(app: Any, settings: Any, console: Console, what: str, log_level: str)
     threading.Thread(target=importlib.import_module, args=("regimetune.tuner.rescale",), daemon=True).start()
     console.print(f"{what} on http://{settings.host}:{settings.port}")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level)
+
+
+def _redis_cache(
+    settings: Any, console: Console, address: str, bytes_per_key: float | None, log_level: str
+) -> None:
+    from regimetune.backend import create_app
+    from regimetune.backend.redis_cache import RedisCache, RedisCacheService
+
+    cache = RedisCache(address, bytes_per_key=bytes_per_key)
+    service = RedisCacheService(settings, cache)
+    current = service.store.current_policy()
+    if current is not None:
+        cache.apply(current.policy.cache)
+        console.print(f"cache policy of version {current.version} applied to {address}")
+    stop = threading.Event()
+
+    def watch() -> None:  # the two-phase switch and the maxmemory correction
+        while not stop.wait(1.0):
+            try:
+                cache.watch()
+            except Exception as exc:  # a Redis that went away: report, keep watching
+                console.print(f"watching {address}: {exc}", highlight=False)
+
+    threading.Thread(target=watch, daemon=True).start()
+    app = create_app(settings, service=service)
+    try:
+        _serve(
+            app, settings, console, f"Redis cache backend for {address} (state {settings.state})", log_level
+        )
+    finally:
+        stop.set()
 
 
 def _redis(
