@@ -16,6 +16,7 @@ target and closes the slot.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ class SlotMover:
         self.on_slot = on_slot
         self.slots = 0
         self.keys = 0
+        self._count = threading.Lock()  # sources move in parallel threads
 
     def _setslot(self, node: Node, slots: Sequence[int], *args: str) -> None:
         pipe = self.conns.get(node.address).pipeline(transaction=False)
@@ -79,7 +81,8 @@ class SlotMover:
                     moved += len(keys)
             pipe.execute()
             pending = [s for s, keys in zip(pending, found, strict=True) if len(keys) >= self.key_batch]
-        self.keys += moved
+        with self._count:
+            self.keys += moved
         return moved
 
     def close(self, slots: Sequence[int], target: Node, masters: Sequence[Node]) -> None:
@@ -88,7 +91,8 @@ class SlotMover:
         for node in masters:
             if node.id != target.id:
                 self._setslot(node, slots, "NODE", target.id)
-        self.slots += len(slots)
+        with self._count:
+            self.slots += len(slots)
         if self.on_slot is not None:
             self.on_slot(len(slots))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,8 +51,8 @@ from regimetune.models import (
 SLOT_BATCH = 32
 """Slots opened and closed together (one pipeline per node); a killed run leaves at most
 this many open, each finished by the next run."""
-INTRO_S = 1.0
-"""Pause after a joining node's first slot, for clients to learn the node (see _introduce)."""
+INTRO_S = 2.0
+"""Longest wait after a joining node's first slot for clients to reach it (see _introduce)."""
 
 
 class RedisExecution(BaseModel):
@@ -273,10 +274,10 @@ class RedisClusterRescaler:
         topo: Topology,
         mover: SlotMover,
     ) -> None:
-        """Give each node that joined its hottest planned slot alone first, then wait
-        ``intro_s``: clients that touch that slot get a MOVED, refresh their view and learn
-        the node before any ASK sends them there (redis-py, for one, fails on an ASK to a
-        node it does not know yet)."""
+        """Give each node that joined its hottest planned slot alone first, then wait until
+        a client reads from it (at most ``intro_s``): clients that touch that slot get a
+        MOVED and learn the node before any ASK sends them there (redis-py, for one, fails
+        on an ASK to a node it does not know yet)."""
         new_ids = {n.id for n in topo.nodes.values() if n.address in journal.add}
         for target in sorted(new_ids):
             pairs = [(src, s) for (src, dst), slots in groups.items() if dst == target for s in slots]
@@ -285,7 +286,13 @@ class RedisClusterRescaler:
             src, slot = max(pairs, key=lambda p: (stats.load[p[1]], stats.keys[p[1]]))
             mover.move([SlotMove(slot, topo.nodes[src], topo.nodes[target])], topo.masters)
             groups[(src, target)].remove(slot)
-            time.sleep(self.intro_s)
+            address = topo.nodes[target].address
+            deadline = time.monotonic() + self.intro_s
+            while time.monotonic() < deadline:  # until a client reads there, or intro_s
+                info = self.conns.call(address, "INFO", "stats")
+                if int(info["keyspace_hits"]) + int(info["keyspace_misses"]):
+                    break
+                time.sleep(0.05)
 
     def _run(self, journal: Journal, stats: SlotStats, *, resumed: bool) -> RedisExecution:
         t0 = time.perf_counter()
@@ -318,10 +325,21 @@ class RedisClusterRescaler:
         self.log(f"moving {total} slot(s) in {len(groups)} (source, target) pair(s)")
         masters = topo.masters
         self._introduce(journal, groups, stats, topo, mover)
+        by_source: dict[str, list[list[SlotMove]]] = defaultdict(list)
         for (src, dst), slots in groups.items():
             for k in range(0, len(slots), self.slot_batch):
                 batch = slots[k : k + self.slot_batch]
-                mover.move([SlotMove(s, topo.nodes[src], topo.nodes[dst]) for s in batch], masters)
+                by_source[src].append([SlotMove(s, topo.nodes[src], topo.nodes[dst]) for s in batch])
+
+        def drain_source(batches: list[list[SlotMove]]) -> None:
+            for batch in batches:
+                mover.move(batch, masters)
+
+        # Sources in parallel, each one batch at a time: the planner's model (the slowest
+        # server's transfers set the duration).
+        with ThreadPoolExecutor(max_workers=max(1, len(by_source))) as pool:
+            for done in [pool.submit(drain_source, b) for b in by_source.values()]:
+                done.result()
         removed: list[str] = []
         if journal.remove:
             leaving = {topo.nodes[nid].address for nid in journal.remove}
