@@ -53,7 +53,7 @@ def test_an_lru_limit_holds_about_that_many_keys(server: LocalRedis) -> None:
         cache.apply(CachePolicy(mode="lru", limit_keys=500))
     fill(server, 2000)
     state = cache.apply(CachePolicy(mode="lru", limit_keys=1000))
-    assert state.policy == "allkeys-lru" and 0 < state.maxmemory
+    assert state.policy == "allkeys-lru" and state.maxmemory > 0
     held = []
     for k in range(8):  # new keys keep coming; the watch corrects maxmemory while Redis evicts
         fill(server, 500, start=10_000 * (k + 1))

@@ -237,7 +237,9 @@ class RedisCollector(BaseCollector):
                 if self.windows is not None and done >= self.windows:
                     return
             elapsed = self.clock() - began
-            wait = self.interval_s - self.clock() % self.interval_s if self.align else self.interval_s - elapsed
+            wait = (
+                self.interval_s - self.clock() % self.interval_s if self.align else self.interval_s - elapsed
+            )
             self.sleep(max(0.0, wait))
 
     def close(self) -> None:
