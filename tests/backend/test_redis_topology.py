@@ -6,6 +6,7 @@ import pytest
 
 from regimetune.backend.redis_cluster.topology import (
     ClusterUnhealthy,
+    Node,
     Topology,
     parse_address,
     parse_nodes,
@@ -73,3 +74,50 @@ def test_addresses() -> None:
     for bad in ("6379", "host:", "host:99999", ":1"):
         with pytest.raises(InputError, match="HOST:PORT"):
             parse_address(bad)
+
+
+def test_moves_run_in_parallel_but_never_two_on_one_node() -> None:
+    import threading
+    import time
+
+    from regimetune.backend.redis_cluster.migrate import SlotMove
+    from regimetune.backend.redis_cluster.rescaler import run_disjoint
+
+    def node(name: str) -> Node:
+        return Node(id=name, host="h", port=1, flags=frozenset({"master"}), master_id=None, link="connected")
+
+    pairs = [("a", "b"), ("b", "a"), ("c", "d"), ("a", "c"), ("e", "f")]
+    work = {
+        p: [[SlotMove(10 * k + j, node(p[0]), node(p[1]))] for j in range(3)] for k, p in enumerate(pairs)
+    }
+    active: dict[str, int] = {}
+    done: list[int] = []
+    peak = 0
+    lock = threading.Lock()
+
+    def move(batch: list[SlotMove]) -> None:
+        nonlocal peak
+        ends = (batch[0].source.id, batch[0].target.id)
+        with lock:
+            for n in ends:
+                active[n] = active.get(n, 0) + 1
+                assert active[n] == 1, f"{n} is in two moves at once"
+            peak = max(peak, sum(1 for v in active.values() if v) // 2)
+        time.sleep(0.02)
+        with lock:
+            for n in ends:
+                active[n] -= 1
+            done.append(batch[0].slot)
+
+    run_disjoint(work, move)
+    assert sorted(done) == sorted(10 * k + j for k in range(5) for j in range(3))
+    for k in range(5):  # each pair's batches in order
+        mine = [s for s in done if s // 10 == k]
+        assert mine == sorted(mine)
+    assert peak >= 2  # disjoint pairs did run side by side
+
+    def failing(batch: list[SlotMove]) -> None:
+        raise RuntimeError("MIGRATE failed")
+
+    with pytest.raises(RuntimeError, match="MIGRATE failed"):
+        run_disjoint(work, failing)

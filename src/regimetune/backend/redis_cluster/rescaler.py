@@ -14,6 +14,7 @@ of the node that took that slot); the values before come back when the plan is d
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -127,6 +128,53 @@ def keep_empty_slots(plan: RescalePlan, stats: SlotStats, leaving: set[int]) -> 
         if m.source not in leaving and empty[m.bucket]:
             placement[m.bucket] = m.source
     return plan.model_copy(update={"placement": placement, "migrations": kept})
+
+
+def run_disjoint(
+    work: dict[tuple[str, str], list[list[SlotMove]]], move: Callable[[list[SlotMove]], None]
+) -> None:
+    """Carry out every (source, target) pair's batches, pairs with no node in common at the
+    same time (each pair's batches in order). A node is never in two moves at once: MIGRATE
+    blocks its source until the target answers, so A -> B beside B -> A would wait on each
+    other. In parallel because the planner's model is: the slowest node's transfers set the
+    duration."""
+    pending = {pair: list(batches) for pair, batches in work.items() if batches}
+    busy: set[str] = set()
+    cond = threading.Condition()
+    errors: list[BaseException] = []
+
+    def run(pair: tuple[str, str]) -> None:
+        try:
+            while True:
+                with cond:
+                    if errors or not pending.get(pair):
+                        pending.pop(pair, None)
+                        break
+                    batch = pending[pair].pop(0)
+                move(batch)
+        except BaseException as exc:  # surfaced in the caller's thread
+            with cond:
+                errors.append(exc)
+        finally:
+            with cond:
+                busy.difference_update(pair)
+                cond.notify_all()
+
+    with ThreadPoolExecutor(max_workers=max(1, len(pending))) as pool:
+        started: set[tuple[str, str]] = set()
+        with cond:
+            while (set(pending) - started) and not errors:
+                free = [p for p in pending if p not in started and not (set(p) & busy)]
+                for pair in free:
+                    if set(pair) & busy:
+                        continue
+                    busy.update(pair)
+                    started.add(pair)
+                    pool.submit(run, pair)
+                if set(pending) - started:
+                    cond.wait()
+    if errors:
+        raise errors[0]
 
 
 class RedisClusterRescaler:
@@ -325,21 +373,12 @@ class RedisClusterRescaler:
         self.log(f"moving {total} slot(s) in {len(groups)} (source, target) pair(s)")
         masters = topo.masters
         self._introduce(journal, groups, stats, topo, mover)
-        by_source: dict[str, list[list[SlotMove]]] = defaultdict(list)
+        batches: dict[tuple[str, str], list[list[SlotMove]]] = defaultdict(list)
         for (src, dst), slots in groups.items():
             for k in range(0, len(slots), self.slot_batch):
                 batch = slots[k : k + self.slot_batch]
-                by_source[src].append([SlotMove(s, topo.nodes[src], topo.nodes[dst]) for s in batch])
-
-        def drain_source(batches: list[list[SlotMove]]) -> None:
-            for batch in batches:
-                mover.move(batch, masters)
-
-        # Sources in parallel, each one batch at a time: the planner's model (the slowest
-        # server's transfers set the duration).
-        with ThreadPoolExecutor(max_workers=max(1, len(by_source))) as pool:
-            for done in [pool.submit(drain_source, b) for b in by_source.values()]:
-                done.result()
+                batches[(src, dst)].append([SlotMove(s, topo.nodes[src], topo.nodes[dst]) for s in batch])
+        run_disjoint(batches, lambda batch: mover.move(batch, masters))
         removed: list[str] = []
         if journal.remove:
             leaving = {topo.nodes[nid].address for nid in journal.remove}
@@ -379,4 +418,5 @@ __all__ = [
     "Snapshot",
     "balance",
     "keep_empty_slots",
+    "run_disjoint",
 ]
