@@ -145,7 +145,7 @@ class Connections:
 @dataclass(frozen=True, slots=True)
 class Topology:
     """The cluster as every node sees it: ``nodes`` from the nodes' own lines (with their open
-    slots), ``views`` the node ids each node knows and ``owners`` each node's slot owners."""
+    slots) and ``views`` what each node knows of every node (ids, flags, slots)."""
 
     nodes: dict[str, Node]
     views: dict[str, dict[str, Node]]
