@@ -171,13 +171,19 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> CollectorCase:
         return _range_case(request.getfixturevalue("prom_api"))
     if name == "nats":
         return _nats_case(request.getfixturevalue("jetstream"))
+    if name == "redis":
+        from .test_redis_collector import redis_case, started_server
+
+        server = started_server(tmp_path)
+        request.addfinalizer(server.stop)
+        return redis_case(server)
     raise AssertionError(f"no conformance fixture for collector {name!r}")
 
 
 def test_every_registered_collector_has_a_conformance_fixture() -> None:
     assert set(COLLECTORS) == {
         "csv", "tsv", "jsonl", "parquet", "oracle", "twitter", "cachelib",
-        "prometheus-scrape", "prometheus-range", "nats",
+        "prometheus-scrape", "prometheus-range", "nats", "redis",
     }  # fmt: skip
 
 

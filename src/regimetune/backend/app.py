@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -55,10 +55,18 @@ def _validation(exc: RequestValidationError) -> JSONResponse:
     )
 
 
-def create_app(settings: BackendSettings, *, planner: Planner | None = None) -> FastAPI:
+def create_app(
+    settings: BackendSettings,
+    *,
+    planner: Planner | None = None,
+    service: ReferenceService | None = None,
+    rescale_router: APIRouter | None = None,
+) -> FastAPI:
     """The app over the state file of ``settings``; ``planner`` replaces the Pufferscale
-    planner (tests)."""
-    service = ReferenceService(settings, planner=planner)
+    planner (tests). Another backend brings its own ``service`` (the same interface) and
+    ``rescale_router`` (e.g. the Redis Cluster backend's)."""
+    if service is None:
+        service = ReferenceService(settings, planner=planner)
     service.store.current_policy()  # open (and create) the state file now: fail fast
 
     @asynccontextmanager
@@ -82,8 +90,14 @@ def create_app(settings: BackendSettings, *, planner: Planner | None = None) -> 
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _validation(exc)
 
-    for module in (policy, placement, rescale, health, metrics):
-        app.include_router(module.router)
+    for router in (
+        policy.router,
+        placement.router,
+        rescale_router or rescale.router,
+        health.router,
+        metrics.router,
+    ):
+        app.include_router(router)
     return app
 
 

@@ -85,6 +85,11 @@ def demo(
     tune: bool = typer.Option(
         True, help="Also tune per-regime policies on a recorded run (another seed) via a tuning job."
     ),
+    backend_kind: str = typer.Option(
+        "reference",
+        "--backend",
+        help="reference, or redis: a local Redis Cluster takes the workload and is rescaled.",
+    ),
 ) -> None:
     """Start the reference backend and the service, replay a generated four-regime run through
     POST /v1/ingest, and show regime changes and delivered policy versions as they happen."""
@@ -110,8 +115,15 @@ def demo(
     bport, sport = free_port(), port or free_port()
     base, burl = f"http://127.0.0.1:{sport}", f"http://127.0.0.1:{bport}"
     backend = service = None
+    if backend_kind not in ("reference", "redis"):
+        raise ConfigError(f"--backend {backend_kind!r}: choose reference or redis")
+    redis = None
     try:
         console.rule("[bold]regimetune demo")
+        if backend_kind == "redis":
+            from regimetune.cli.demo_redis import RedisDemo
+
+            redis = RedisDemo(console).start()
         backend = spawn(
             [
                 "backend",
@@ -121,8 +133,7 @@ def demo(
                 str(bport),
                 "--state",
                 str(root / "backend.db"),
-                "--servers",
-                "8",
+                *(redis.backend_args() if redis else ["--servers", "8"]),
             ],
             {"REGIMETUNE_BACKEND_TOKEN": backend_token},
             root / "backend.log",
@@ -178,6 +189,8 @@ def demo(
             task = progress.add_task("windows", total=len(windows))
             for wc in paced(windows, speed=speed):
                 daemon.send(wc)
+                if redis:
+                    redis.replay(wc)
                 _report(http, base, burl, headers, bheaders, seen_decisions, seen_versions, wc.label)
                 job_ids = _job_report(http, base, headers, job_ids)
                 progress.advance(task)
@@ -190,6 +203,8 @@ def demo(
                     break
                 time.sleep(0.2)
             _summary(http, base, burl, headers, bheaders)
+            if redis:
+                redis.rescale(http, burl, bheaders)
         if keep_running:
             _print_still_serving(base, token)
             try:
@@ -200,6 +215,8 @@ def demo(
     finally:
         stop(service)
         stop(backend)
+        if redis:
+            redis.stop()
         if own_dir and not keep_running:
             shutil.rmtree(root, ignore_errors=True)
 

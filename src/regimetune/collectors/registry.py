@@ -10,7 +10,7 @@ formats (the CLI's help) costs nothing and the NATS client is imported only by w
 >>> build_collector("carrier-pigeon")
 Traceback (most recent call last):
 ...
-regimetune.models.errors.ConfigError: unknown collector 'carrier-pigeon'; choose from cachelib, csv, jsonl, nats, oracle, parquet, prometheus-range, prometheus-scrape, tsv, twitter
+regimetune.models.errors.ConfigError: unknown collector 'carrier-pigeon'; choose from cachelib, csv, jsonl, nats, oracle, parquet, prometheus-range, prometheus-scrape, redis, tsv, twitter
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ COLLECTORS: dict[str, str] = {
     "prometheus-scrape": "regimetune.collectors.prometheus:PrometheusScrapeCollector",
     "prometheus-range": "regimetune.collectors.prometheus:PrometheusRangeCollector",
     "nats": "regimetune.collectors.jetstream:JetStreamCollector",
+    "redis": "regimetune.collectors.redis:RedisCollector",
 }
 
 
