@@ -1,9 +1,16 @@
-"""``POST /v1/ingest``: batches from storage daemons, acknowledged once durable."""
+"""``POST /v1/ingest``: batches from storage daemons, acknowledged once durable.
+
+A batch's columns are built and stored on the service's one ingest thread
+(``app.state.ingest_pool``), never on the event loop: batches are stored one at a time
+anyway (in sequence order), and one thread instead of a pool's forty leaves the event loop
+the GIL often enough that a daemon's ``GET /v1/policy`` does not wait for others' ingest."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated
+import asyncio
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Annotated, TypeVar
 
 import numpy as np
 from fastapi import APIRouter, Header, Query, Request
@@ -12,7 +19,8 @@ from regimetune.api.auth import WriteAccess
 from regimetune.api.deps import EngineDep, SettingsDep
 from regimetune.api.routes._errors import WRITE, errors
 from regimetune.api.schemas import IngestAck, IngestIn
-from regimetune.control.engine import IngestResult
+from regimetune.api.settings import Settings
+from regimetune.control.engine import Engine, IngestResult
 from regimetune.models import InputError
 from regimetune.models.wire import COUNTS_MEDIA_TYPE, decode_counts
 
@@ -26,6 +34,16 @@ IdempotencyKey = Annotated[
         description="A daemon's id for the batch: a batch sent again with it is acknowledged once.",
     ),
 ]
+
+
+_T = TypeVar("_T")
+
+
+async def _on_ingest_thread(request: Request, fn: Callable[..., _T], *args: object, **kw: object) -> _T:
+    """``fn(*args, **kw)`` on the service's ingest thread."""
+    return await asyncio.get_running_loop().run_in_executor(
+        request.app.state.ingest_pool, partial(fn, *args, **kw)
+    )
 
 
 def _ack(res: IngestResult) -> IngestAck:
@@ -63,10 +81,21 @@ def _buckets(body: IngestIn, n_buckets: int) -> dict[str, np.ndarray]:
     summary="Ingest per-key counts or raw events of a window (JSON, columnar arrays)",
     responses=errors(*WRITE, 409, 413),
 )
-def ingest(
-    body: IngestIn, engine: EngineDep, settings: SettingsDep, idempotency_key: IdempotencyKey = None
+async def ingest(
+    request: Request,
+    body: IngestIn,
+    engine: EngineDep,
+    settings: SettingsDep,
+    idempotency_key: IdempotencyKey = None,
 ) -> IngestAck:
-    """Answers once the batch is committed to the store with its sequence number."""
+    """Answers once the batch is committed to the store with its sequence number (503 with
+    ``Retry-After`` while the store cannot write: send it again under the same key)."""
+    return await _on_ingest_thread(request, _ingest_json, body, engine, settings, idempotency_key)
+
+
+def _ingest_json(
+    body: IngestIn, engine: Engine, settings: Settings, idempotency_key: str | None
+) -> IngestAck:
     if (body.counts is None) == (body.events is None):
         raise InputError("a batch holds exactly one of 'counts' and 'events'")
     buckets = _buckets(body, settings.engine.n_buckets)
@@ -133,13 +162,18 @@ async def ingest_counts(
         from fastapi import HTTPException
 
         raise HTTPException(415, f"send the body as {COUNTS_MEDIA_TYPE}")
-    cols = decode_counts(await request.body())
+    body = await request.body()
+    return await _on_ingest_thread(
+        request, _ingest_counts, body, window_start, engine, settings, idempotency_key
+    )
+
+
+def _ingest_counts(
+    body: bytes, window_start: float, engine: Engine, settings: Settings, idempotency_key: str | None
+) -> IngestAck:
+    cols = decode_counts(body)
     n = len(cols["keys"])
     if n > settings.ingest.max_keys_per_batch:
         raise InputError(f"{n} keys in one batch; the limit is {settings.ingest.max_keys_per_batch}")
-    from starlette.concurrency import run_in_threadpool
-
-    res = await run_in_threadpool(
-        engine.ingest, kind="counts", window_start=window_start, columns=cols, client_key=idempotency_key
-    )
+    res = engine.ingest(kind="counts", window_start=window_start, columns=cols, client_key=idempotency_key)
     return _ack(res)
