@@ -304,7 +304,7 @@ class OutboxWorker:
         self.seed = seed
         self.supersede = supersede
         self._rng: random.Random | None = None
-        self._unrecorded: tuple[list[OutboxEntry], int, PushReceipt, float] | None = None
+        self._unrecorded: tuple[list[OutboxEntry], int, PushReceipt, float, bool] | None = None
         self._asked_backend = False
         self.last_failure: str | None = None  # why the last pass failed (None: it did not)
         self._wake = threading.Event()
@@ -343,7 +343,8 @@ class OutboxWorker:
         if not self._asked_backend:
             self._ask_backend(events)
         if self._unrecorded is not None:  # pushed before, not recorded: record, do not push
-            self._record_delivery(*self._unrecorded, events)
+            batch, attempt, receipt, at, superseded_done = self._unrecorded
+            self._record_delivery(batch, attempt, receipt, at, events, superseded_done)
         while True:
             pending = self.store.pending()
             if not pending:
@@ -401,28 +402,32 @@ class OutboxWorker:
         receipt: PushReceipt,
         now: float,
         events: list[DeliveryEvent],
+        superseded_done: bool = False,
     ) -> None:
-        """Record ``batch``'s newest version delivered (and the older ones superseded);
-        if the store fails, keep the receipt to record on the next pass (no re-push)."""
+        """Record ``batch``'s older versions superseded (and say so), then its newest one
+        delivered; if the store fails, keep the receipt to finish on the next pass (no
+        re-push). The older ones are recorded first: once the delivery shows, so do they."""
         n = batch[-1].version.version
-        self._unrecorded = (batch, attempt, receipt, now)
-        reason = f"superseded by version {n}, delivered first"
-        for older in batch[:-1]:  # each mark is idempotent: a retry repeats them all
-            self.store.mark_superseded(older.version.version, error=reason, at=now)
+        self._unrecorded = (batch, attempt, receipt, now, superseded_done)
+        if not superseded_done:
+            reason = f"superseded by version {n}, delivered first"
+            for older in batch[:-1]:
+                m = older.version.version
+                self.store.mark_superseded(m, error=reason, at=now)
+                self._emit(
+                    events,
+                    DeliveryEvent(
+                        kind="superseded",
+                        version=m,
+                        at=now,
+                        attempts=older.attempts,
+                        error=reason,
+                        in_force=n,
+                    ),
+                )
+            self._unrecorded = (batch, attempt, receipt, now, True)
         self.store.mark_delivered(n, at=now)
         self._unrecorded = None
-        for older in batch[:-1]:
-            self._emit(
-                events,
-                DeliveryEvent(
-                    kind="superseded",
-                    version=older.version.version,
-                    at=now,
-                    attempts=older.attempts,
-                    error=reason,
-                    in_force=n,
-                ),
-            )
         self._emit(
             events,
             DeliveryEvent(

@@ -40,9 +40,10 @@ from regimetune.models import (
 _PROBE = "store.probe"  # the row the readiness probe writes
 _FLOOR = "versions.floor"  # every new policy version is above it (a backend held this one)
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# what a store that cannot read or write now raises (full or read-only disk, I/O error, a
-# database server away); other database errors (constraints, SQL) are bugs, not weather
-_UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.InternalError)
+# database errors that are bugs (a constraint, the SQL, a value), not a store that cannot
+# read or write now (a full, read-only or failed disk, a database server away): every other
+# driver error is the latter
+_BUGS = (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.DataError, sa.exc.NotSupportedError)
 
 
 def driver_reason(exc: BaseException) -> str:
@@ -156,7 +157,9 @@ class SqlStore:
         try:
             with self._engine.begin() as conn:
                 yield conn
-        except _UNAVAILABLE as exc:
+        except sa.exc.DBAPIError as exc:
+            if isinstance(exc, _BUGS):
+                raise
             self._write_error = driver_reason(exc)
             raise StoreUnavailable(f"the store cannot write: {self._write_error}") from exc
         self._write_error = None
@@ -168,7 +171,9 @@ class SqlStore:
         try:
             with self._engine.connect() as conn:
                 yield conn
-        except _UNAVAILABLE as exc:
+        except sa.exc.DBAPIError as exc:
+            if isinstance(exc, _BUGS):
+                raise
             raise StoreUnavailable(f"the store cannot be read: {driver_reason(exc)}") from exc
 
     @property
