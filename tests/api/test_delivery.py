@@ -109,7 +109,7 @@ def test_push_credentials_never_reach_the_decision_log_or_logs(make_client, work
 def test_a_push_url_with_a_password_and_a_token_is_refused_at_start(tmp_path) -> None:
     # the URL's Basic auth would silently replace the bearer token: every version refused (401)
     url = "http://ops:pa55word@127.0.0.1:9/rescale"
-    with pytest.raises(ConfigError, match="push.url carries a user and password and push.token") as err:
+    with pytest.raises(ConfigError, match=r"push\.url carries a user and password and push\.token") as err:
         settings_for(tmp_path, push={"backend": "rest", "url": url, "token": "bearer-secret"})
     assert "pa55word" not in str(err.value)
 
