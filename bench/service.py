@@ -666,8 +666,9 @@ def run_durability(a: argparse.Namespace) -> dict:
         tmp = Path(tempfile.mkdtemp(prefix="regimetune-bench-"))
         svc, port = _service(tmp, sync)
         try:
-            for fmt, batch in (("json", a.crowd_batch), ("binary", a.batch)):
-                (proc,) = _crowd(port, 1, fmt, batch, a.crowd_window_s, a.seconds)
+            for phase, (fmt, batch) in enumerate((("json", a.crowd_batch), ("binary", a.batch))):
+                base = phase * 1e6  # the second client's windows after the first's
+                (proc,) = _crowd(port, 1, fmt, batch, a.crowd_window_s, a.seconds, base)
                 res = _crowd_figures([_result(proc, "crowd")], a.seconds)
                 name = f"{sync.lower()}_{fmt}_{batch}"
                 out[f"{name}_batches_per_s"] = res["batches_per_s"]

@@ -22,6 +22,7 @@ from regimetune.api.errors import BodyLimit, install_error_handlers
 from regimetune.api.metrics import IngestAccounting, Metrics
 from regimetune.api.outbox import SqlOutbox
 from regimetune.api.routes import ROUTERS
+from regimetune.api.routes.ingest import document_ingest_body
 from regimetune.api.routes.policies import PolicyFastPath
 from regimetune.api.settings import PushSettings, Settings
 from regimetune.api.store import SqlStore
@@ -201,6 +202,7 @@ def create_app(
     install_offline_docs(app)
     for router in ROUTERS:
         app.include_router(router)
+    document_ingest_body(app)
     if not settings.auth.protect_reads:
         document_open_reads(app)
     app.add_middleware(BodyLimit, limit=settings.ingest.max_body_bytes, prefixes=("/v1/ingest",))

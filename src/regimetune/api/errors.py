@@ -56,7 +56,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and exc.__cause__ is not None:
             # the framework could not parse the body (e.g. JSON that is not UTF-8): a 422
             # with the reason, as every other unreadable request
-            return JSONResponse({"detail": _unparsable(exc.__cause__)}, status_code=422)
+            return JSONResponse({"detail": unparsable_reason(exc.__cause__)}, status_code=422)
         if exc.status_code == 405:
             allow = ", ".join(allowed_methods(request.app, request.scope))
             exc = HTTPException(405, exc.detail, headers={**(exc.headers or {}), "Allow": allow})
@@ -94,7 +94,7 @@ def _leaves(routes: Iterable[Any]) -> Iterator[Any]:
             yield route
 
 
-def _unparsable(cause: BaseException) -> str:
+def unparsable_reason(cause: BaseException) -> str:
     if isinstance(cause, UnicodeDecodeError):
         return f"the request body is not text in UTF-8 ({cause})"
     return f"the request body cannot be parsed ({type(cause).__name__}: {cause})"[:500]
@@ -170,4 +170,4 @@ class _TooLarge(HTTPException):
         super().__init__(413, f"request body larger than the limit of {limit} bytes")
 
 
-__all__ = ["BodyLimit", "allowed_methods", "install_error_handlers", "status_of"]
+__all__ = ["BodyLimit", "allowed_methods", "install_error_handlers", "status_of", "unparsable_reason"]
