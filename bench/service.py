@@ -501,6 +501,12 @@ def main() -> None:
         help="load generator of GET /v1/policy; auto: wrk when on PATH, else python",
     )
     ap.add_argument("--scenario", choices=("single", "crowd", "durability"), default="single")
+    ap.add_argument(
+        "--sqlite-synchronous",
+        choices=("OFF", "NORMAL", "FULL"),
+        default=None,
+        help="store.sqlite_synchronous of the single and crowd scenarios (default: the service's)",
+    )
     ap.add_argument("--crowd", type=int, default=20, help="JSON ingest clients of the crowd scenario")
     ap.add_argument("--crowd-batch", type=int, default=200, help="keys per batch of a crowd client")
     ap.add_argument("--crowd-window-s", type=float, default=2.0, help="wall seconds between windows")
@@ -600,7 +606,7 @@ def run_crowd(a: argparse.Namespace) -> dict:
     from regimetune.cli.demo import stop
 
     tmp = Path(tempfile.mkdtemp(prefix="regimetune-bench-"))
-    svc, port = _service(tmp)
+    svc, port = _service(tmp, a.sqlite_synchronous)
     try:
         base = _prime(port)
         cpu = _cpu_s(svc.pid)
@@ -694,7 +700,7 @@ def run_single(a: argparse.Namespace, generator: str) -> dict:
     from regimetune.cli.demo import stop
 
     tmp = Path(tempfile.mkdtemp(prefix="regimetune-bench-"))
-    svc, port = _service(tmp)
+    svc, port = _service(tmp, a.sqlite_synchronous)
     ingest = {"batch": a.batch, "per_window": a.per_window}
     try:
         # 1. a generated run first, so regimes and policy versions exist
