@@ -67,7 +67,6 @@ log = logging.getLogger(__name__)
 
 RETRY_COMMIT_S = 1.0
 """How often the engine tries again to commit the windows it owes a store that failed."""
-_RETRY = object()  # the engine thread's wake-up to retry owed commits
 
 
 @dataclass(frozen=True, slots=True)
