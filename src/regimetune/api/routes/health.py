@@ -8,6 +8,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from regimetune.api.deps import MetricsDep, StoreDep
 from regimetune.api.schemas import Health
+from regimetune.control.engine import Engine
+from regimetune.control.store import StoreUnavailable
 
 router = APIRouter(tags=["health"])
 
@@ -36,7 +38,7 @@ def readyz(request: Request, store: StoreDep) -> Health | JSONResponse:
     jobs = getattr(request.app.state, "jobs", None)
     if jobs is not None:
         checks["tuning_pool"] = jobs.pool_ok()
-    detail = {} if engine is None else {"telemetry": engine.check_telemetry()}  # stale is not unready
+    detail = {} if engine is None else {"telemetry": _telemetry(engine)}  # stale is not unready
     if problem is not None:
         owed = 0 if engine is None else engine.owed_windows
         detail["store"] = problem + (f" ({owed} closed windows wait to be stored)" if owed else "")
@@ -45,6 +47,13 @@ def readyz(request: Request, store: StoreDep) -> Health | JSONResponse:
     return JSONResponse(
         Health(status="unavailable", checks=checks, detail=detail).model_dump(), status_code=503
     )
+
+
+def _telemetry(engine: Engine) -> str:
+    try:
+        return engine.check_telemetry()
+    except StoreUnavailable as exc:  # saying it is stale needs the store: the store check says why
+        return f"unknown: {exc}"
 
 
 @router.get(
