@@ -121,3 +121,20 @@ def test_every_bad_setting_exits_2_with_one_line_naming_it(monkeypatch, capsys, 
     assert exited.value.code == 2
     assert len(err.splitlines()) == 1 and names in err and "Traceback" not in err, err
     assert "pw@" not in err and "s3cret" not in err
+
+
+def test_every_setting_and_the_other_tools_variables_pass_the_environment_check() -> None:
+    from regimetune.api.settings import check_environment
+
+    check_environment(
+        {
+            "REGIMETUNE_STORE__SQLITE_SYNCHRONOUS": "FULL",
+            "REGIMETUNE_ENGINE__DETECTOR__MAX_REGIMES": "3",  # a parameter of the detector
+            "REGIMETUNE_PUSH__HEADERS__X_API_KEY": "k",  # any key of a table
+            "REGIMETUNE_POLICY_FILE": "policy.json",
+            "REGIMETUNE_CONFIG": "rt.toml",
+            "REGIMETUNE_BACKEND_TOKEN": "t",  # the reference backend's
+            "REGIMETUNE_REPLAY_TOKEN": "t",
+            "OTHER": "x",
+        }
+    )

@@ -16,6 +16,7 @@ variable that names no setting (a typo would otherwise be ignored).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tomllib
@@ -216,35 +217,42 @@ def check_environment(environ: typing.Mapping[str, str]) -> None:
 
 
 def _field_of(name: str) -> Any:
-    """The annotation of the setting that variable ``name`` sets (None: no such setting).
-    Below a table setting (``push.headers``, ``engine.detector``) any key is accepted."""
-    parts = name.removeprefix(ENV_PREFIX).lower().split("__")
-    model: Any = Settings
-    annotation: Any = None
-    for part in parts:
-        if model is None:
-            return annotation  # a key of a table setting
-        field = model.model_fields.get(part)
-        if field is None:
+    """The type of the setting that variable ``name`` sets (None: no such setting). Below a
+    section or a parameter set the names must exist; below a table (``push.headers``) any key
+    does."""
+    node: Any = Settings
+    for part in name.removeprefix(ENV_PREFIX).lower().split("__"):
+        fields = _fields(node)
+        if fields is None:
+            return node if _is_json(node) else None  # a key of a table; nothing below a value
+        if part not in fields:
             return None
-        annotation = field.annotation
-        model = _model(annotation) if not _is_table(annotation) else None
+        node = _unwrap(fields[part])
+    return node
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]``."""
+    if typing.get_origin(annotation) is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _unwrap(args[0]) if len(args) == 1 else annotation
     return annotation
 
 
-def _model(annotation: Any) -> type[BaseModel] | None:
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+def _fields(node: Any) -> dict[str, Any] | None:
+    """The named fields of a section (a model) or a parameter set (a dataclass), else None."""
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return {k: f.annotation for k, f in node.model_fields.items()}
+    if isinstance(node, type) and dataclasses.is_dataclass(node):
+        return typing.get_type_hints(node)
+    return None
 
 
-def _is_table(annotation: Any) -> bool:
-    """A setting whose environment value is JSON (a list, a table, a section)."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        return any(_is_table(a) for a in args)
-    origin = typing.get_origin(annotation)
-    if origin is Annotated:
-        return _is_table(args[0])
-    return origin in (tuple, list, dict, set) or _model(annotation) is not None
+def _is_json(node: Any) -> bool:
+    """A setting whose environment value is JSON: a list, a table, a section."""
+    return _fields(node) is not None or typing.get_origin(node) in (tuple, list, dict, set)
 
 
 def _not_json(environ: typing.Mapping[str, str]) -> str | None:
@@ -252,8 +260,8 @@ def _not_json(environ: typing.Mapping[str, str]) -> str | None:
     for name in sorted(environ):
         if not name.startswith(ENV_PREFIX):
             continue
-        annotation = _field_of(name)
-        if annotation is None or not _is_table(annotation):
+        node = _field_of(name)
+        if node is None or not _is_json(node):
             continue
         try:
             json.loads(environ[name])
