@@ -142,11 +142,11 @@ class SqlStore:
         except ImportError as exc:  # e.g. mysql:// without its driver
             raise ConfigError(
                 f"cannot open store.url {where}: its database driver is not installed ({exc.name or exc})"
-            ) from None
+            ) from exc
         except sa.exc.SQLAlchemyError as exc:
             raise ConfigError(
                 f"cannot open store.url {where}: {type(exc).__name__}: {driver_reason(exc)}"
-            ) from None
+            ) from exc
         return cls(engine)
 
     @contextmanager
