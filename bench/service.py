@@ -15,6 +15,21 @@ adds to any process, the floor under the service's latency.
 
     nice .venv/bin/python bench/service.py                # full size (10M keys)
     nice .venv/bin/python bench/service.py --keys 1000000 # quick
+
+Two more scenarios, each on a fresh service:
+
+* ``--scenario crowd``: ``--crowd`` JSON ingest clients (one process each, batches of
+  ``--crowd-batch`` keys, each sent once the last was acknowledged, the window moving every
+  ``--crowd-window-s`` seconds of wall time) and two daemons polling ``GET /v1/policy``
+  (open loop, ``--crowd-poll-rate`` requests/s in all) for ``--seconds``. Reports the policy
+  read's p99 as the client sees it (target <= 50 ms), ingest's p50/p99 and every status.
+* ``--scenario durability``: the cost of ``store.sqlite_synchronous``: for OFF, NORMAL and
+  FULL, one client sending JSON batches of ``--crowd-batch`` keys (each commit is one
+  fsync under FULL) and one sending binary batches of ``--batch`` keys, for ``--seconds``
+  each; figures and ratios to NORMAL.
+
+    nice .venv/bin/python bench/service.py --scenario crowd --seconds 60
+    nice .venv/bin/python bench/service.py --scenario durability --seconds 10
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ TOKEN = "bench-token"
 WINDOW_S = 60.0
 COUNTS = "application/x-regimetune-counts"
 POLICY_TARGET_MS = 5.0
+CROWD_POLICY_TARGET_MS = 50.0
 
 
 def _cpu_s(pid: int) -> float:
@@ -358,8 +374,64 @@ def client_probe(seconds: float) -> dict:
     return {"wakeup_p50_ms": float(np.percentile(a, 50)), "wakeup_p99_ms": float(np.percentile(a, 99))}
 
 
+def client_crowd(
+    port: int,
+    first_key: int,
+    batch: int,
+    epoch: float,
+    base: float,
+    window_s: float,
+    seconds: float,
+    fmt: str,
+) -> dict:
+    """One daemon of the crowd: batches of ``batch`` new keys (``fmt`` json or binary), each
+    sent once the last was answered, to the window of the wall clock (a new one every
+    ``window_s`` s from ``epoch``, numbered from ``base``), for ``seconds``. Every answer's
+    status is counted (a 503 is resent, as a daemon does, after its Retry-After)."""
+    from regimetune.client.ingest import encode_counts
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    rng = np.random.default_rng(first_key)
+    keybase = np.uint64(1) << np.uint64(40)
+    lat: list[float] = []
+    statuses: dict[int, int] = {}
+    sent = 0
+    end = time.time() + seconds
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    while time.time() < end:
+        w = base + WINDOW_S * int((time.time() - epoch) // window_s)
+        k = keybase + np.arange(first_key + sent, first_key + sent + batch, dtype=np.uint64)
+        r = rng.integers(1, 20, batch, dtype=np.uint32)
+        wr = (r // 10).astype(np.uint32)
+        if fmt == "binary":
+            path, body = f"/v1/ingest/counts?window_start={w!r}", encode_counts(k, r, wr)
+            headers = auth | {"Content-Type": COUNTS}
+        else:
+            counts = {"keys": k.tolist(), "reads": r.tolist(), "writes": wr.tolist()}
+            path, body = "/v1/ingest", json.dumps({"window_start": w, "counts": counts}).encode()
+            headers = auth | {"Content-Type": "application/json"}
+        t1 = time.perf_counter()
+        conn.request("POST", path, body=body, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        lat.append(time.perf_counter() - t1)
+        statuses[resp.status] = statuses.get(resp.status, 0) + 1
+        if resp.status == 200:
+            sent += batch
+        elif resp.status == 503:
+            time.sleep(float(resp.getheader("Retry-After") or 1))
+    a = 1e3 * np.asarray(lat)
+    return {
+        "batches": len(lat),
+        "keys": sent,
+        "statuses": statuses,
+        "lat_ms": a.round(3).tolist(),
+    }
+
+
 CLIENTS: dict[str, Callable[..., dict]] = {
     "ingest": client_ingest,
+    "crowd": client_crowd,
     "wrk": client_policy_wrk,
     "python": client_policy_python,
     "probe": client_probe,
@@ -428,6 +500,17 @@ def main() -> None:
         default="auto",
         help="load generator of GET /v1/policy; auto: wrk when on PATH, else python",
     )
+    ap.add_argument("--scenario", choices=("single", "crowd", "durability"), default="single")
+    ap.add_argument(
+        "--sqlite-synchronous",
+        choices=("OFF", "NORMAL", "FULL"),
+        default=None,
+        help="store.sqlite_synchronous of the single and crowd scenarios (default: the service's)",
+    )
+    ap.add_argument("--crowd", type=int, default=20, help="JSON ingest clients of the crowd scenario")
+    ap.add_argument("--crowd-batch", type=int, default=200, help="keys per batch of a crowd client")
+    ap.add_argument("--crowd-window-s", type=float, default=2.0, help="wall seconds between windows")
+    ap.add_argument("--crowd-poll-rate", type=float, default=40.0, help="GET /v1/policy requests/s")
     ap.add_argument(
         "--ingest-rate",
         type=float,
@@ -440,16 +523,27 @@ def main() -> None:
         print(json.dumps(CLIENTS[role](**json.loads(kw))))
         return
 
-    from regimetune.cli.demo import free_port, spawn, stop, wait_ready
-    from regimetune.client.ingest import IngestClient, count_windows
-    from regimetune.collectors import GeneratorConfig, generate
-
     generator = a.generator
     if generator == "auto":
         generator = "wrk" if shutil.which("wrk") else "python"
     elif generator == "wrk" and not shutil.which("wrk"):
         raise SystemExit("wrk is not on PATH (apt-get install wrk); or use --generator python")
-    tmp = Path(tempfile.mkdtemp(prefix="regimetune-bench-"))
+    if a.scenario == "crowd":
+        result = run_crowd(a)
+    elif a.scenario == "durability":
+        result = run_durability(a)
+    else:
+        result = run_single(a, generator)
+    for k, v in result.items():
+        print(f"{k:40s} {v}", file=sys.stderr)
+    print(json.dumps(result))
+
+
+def _service(tmp: Path, sync: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """A service on a fresh SQLite store in ``tmp`` (``sync``: its synchronous setting, else
+    the default), ready."""
+    from regimetune.cli.demo import free_port, spawn, wait_ready
+
     port = free_port()
     env = {
         "REGIMETUNE_STORE__URL": f"sqlite:///{tmp / 'bench.db'}",
@@ -458,28 +552,165 @@ def main() -> None:
         "REGIMETUNE_ENGINE__DETECTOR": json.dumps({}),  # the detector's defaults
         "REGIMETUNE_INGEST__MAX_BODY_BYTES": str(256 << 20),
     }
+    if sync is not None:
+        env["REGIMETUNE_STORE__SQLITE_SYNCHRONOUS"] = sync
     svc = spawn(["serve", "--host", "127.0.0.1", "--port", str(port)], env, tmp / "service.log")
-    ingest = {"batch": a.batch, "per_window": a.per_window}
     try:
         wait_ready(f"http://127.0.0.1:{port}/readyz", svc, tmp / "service.log")
-        # 1. a generated run first, so regimes and policy versions exist
-        windows = list(
-            count_windows(
-                generate(GeneratorConfig(duration_s=9000, workers=64, seed=1, preset="classic")), 60.0
-            )
+    except BaseException:
+        svc.kill()
+        raise
+    return svc, port
+
+
+def _crowd(
+    port: int, n: int, fmt: str, batch: int, window_s: float, seconds: float, base: float = 0.0
+) -> list[subprocess.Popen[str]]:
+    """``n`` crowd clients (:func:`client_crowd`), started now, on disjoint keys, sending
+    windows from ``base`` on."""
+    epoch = time.time()
+    return [
+        _start(
+            "crowd",
+            port=port,
+            first_key=i << 32,
+            batch=batch,
+            epoch=epoch,
+            base=base,
+            window_s=window_s,
+            seconds=seconds,
+            fmt=fmt,
         )
-        with IngestClient(f"http://127.0.0.1:{port}", token=TOKEN) as c:
-            for wc in windows:
-                c.send(wc)
-        _wait_applied(port)
+        for i in range(n)
+    ]
+
+
+def _crowd_figures(results: list[dict], seconds: float) -> dict:
+    lat = np.concatenate([np.asarray(r["lat_ms"]) for r in results])
+    statuses: dict[str, int] = {}
+    for r in results:
+        for code, cnt in r["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + cnt
+    return {
+        "batches_per_s": round(sum(r["batches"] for r in results) / seconds, 1),
+        "keys_per_s": round(sum(r["keys"] for r in results) / seconds),
+        "p50_ms": round(float(np.percentile(lat, 50)), 2),
+        "p99_ms": round(float(np.percentile(lat, 99)), 2),
+        "statuses": statuses,
+        "answers_5xx": sum(c for code, c in statuses.items() if int(code) >= 500),
+    }
+
+
+def run_crowd(a: argparse.Namespace) -> dict:
+    """Many JSON daemons ingesting while two daemons poll the policy."""
+    from regimetune.cli.demo import stop
+
+    tmp = Path(tempfile.mkdtemp(prefix="regimetune-bench-"))
+    svc, port = _service(tmp, a.sqlite_synchronous)
+    try:
+        base = _prime(port)
+        cpu = _cpu_s(svc.pid)
+        crowd = _crowd(port, a.crowd, "json", a.crowd_batch, a.crowd_window_s, a.seconds, base)
+        time.sleep(1.0)  # the crowd is sending
+        probe = _start("probe", seconds=a.seconds - 2)
+        pol = run_client("python", port=port, rate=a.crowd_poll_rate, seconds=a.seconds - 2, connections=2)
+        probe_res = _result(probe, "probe")
+        ingest = _crowd_figures([_result(p, "crowd") for p in crowd], a.seconds)
+        service_cpu = _cpu_s(svc.pid) - cpu
+        load = os.getloadavg()[0]
+    finally:
+        stop(svc)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "scenario": "crowd",
+        "crowd_clients": a.crowd,
+        "crowd_batch_keys": a.crowd_batch,
+        "seconds": a.seconds,
+        "policy_requests": pol["requests"],
+        "policy_rate_target_rps": a.crowd_poll_rate,
+        "policy_p50_ms": round(pol["lat_p50_ms"], 3),
+        "policy_p99_ms": round(pol["lat_p99_ms"], 3),
+        "policy_max_ms": round(pol["lat_max_ms"], 3),
+        "policy_p99_ratio_to_target_50ms": round(pol["lat_p99_ms"] / CROWD_POLICY_TARGET_MS, 3),
+        "policy_statuses": pol["statuses"],
+        "ingest_batches_per_s": ingest["batches_per_s"],
+        "ingest_keys_per_s": ingest["keys_per_s"],
+        "ingest_p50_ms": ingest["p50_ms"],
+        "ingest_p99_ms": ingest["p99_ms"],
+        "ingest_statuses": ingest["statuses"],
+        "answers_5xx": ingest["answers_5xx"]
+        + sum(c for code, c in pol["statuses"].items() if int(code) >= 500),
+        "sched_wakeup_p99_ms": round(probe_res["wakeup_p99_ms"], 3),
+        "service_cpu_s": round(service_cpu, 2),
+        "cpus": os.cpu_count(),
+        "load_average_1m": round(load, 2),
+    }
+
+
+def _prime(port: int) -> float:
+    """A generated run (regimes, a policy version to poll); returns the next window's start."""
+    from regimetune.client.ingest import IngestClient, count_windows
+    from regimetune.collectors import GeneratorConfig, generate
+
+    windows = list(
+        count_windows(generate(GeneratorConfig(duration_s=9000, workers=64, seed=1, preset="classic")), 60.0)
+    )
+    with IngestClient(f"http://127.0.0.1:{port}", token=TOKEN) as c:
+        for wc in windows:
+            c.send(wc)
+    _wait_applied(port)
+    return windows[-1].start + 60.0
+
+
+def run_durability(a: argparse.Namespace) -> dict:
+    """What each ``store.sqlite_synchronous`` setting costs ingest (one JSON client with
+    small batches, one binary client with large ones), with ratios to NORMAL."""
+    from regimetune.cli.demo import stop
+
+    out: dict[str, Any] = {"scenario": "durability", "seconds_each": a.seconds}
+    for sync in ("OFF", "NORMAL", "FULL"):
+        tmp = Path(tempfile.mkdtemp(prefix="regimetune-bench-"))
+        svc, port = _service(tmp, sync)
+        try:
+            for phase, (fmt, batch) in enumerate((("json", a.crowd_batch), ("binary", a.batch))):
+                base = phase * 1e6  # the second client's windows after the first's
+                (proc,) = _crowd(port, 1, fmt, batch, a.crowd_window_s, a.seconds, base)
+                res = _crowd_figures([_result(proc, "crowd")], a.seconds)
+                name = f"{sync.lower()}_{fmt}_{batch}"
+                out[f"{name}_batches_per_s"] = res["batches_per_s"]
+                out[f"{name}_keys_per_s"] = res["keys_per_s"]
+                out[f"{name}_p50_ms"] = res["p50_ms"]
+                out[f"{name}_p99_ms"] = res["p99_ms"]
+        finally:
+            stop(svc)
+            shutil.rmtree(tmp, ignore_errors=True)
+    for fmt, batch in (("json", a.crowd_batch), ("binary", a.batch)):
+        for sync in ("off", "full"):
+            name = f"{fmt}_{batch}"
+            out[f"{sync}_{name}_keys_per_s_ratio_to_normal"] = round(
+                out[f"{sync}_{name}_keys_per_s"] / out[f"normal_{name}_keys_per_s"], 3
+            )
+    out["cpus"] = os.cpu_count()
+    out["load_average_1m"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+def run_single(a: argparse.Namespace, generator: str) -> dict:
+    """One binary stream, then policy reads idle and under it (the original scenario)."""
+    from regimetune.cli.demo import stop
+
+    tmp = Path(tempfile.mkdtemp(prefix="regimetune-bench-"))
+    svc, port = _service(tmp, a.sqlite_synchronous)
+    ingest = {"batch": a.batch, "per_window": a.per_window}
+    try:
+        # 1. a generated run first, so regimes and policy versions exist
+        next_window = _prime(port)
         rss0, _ = _rss_bytes(svc.pid)
         # 2. JSON ingest (smaller), then binary ingest of the distinct keys; a new window
         # every per_window keys
         n_json = min(a.keys, 1_000_000)
         cpu = _cpu_s(svc.pid)
-        js = run_client(
-            "ingest", port=port, keys=n_json, start_window=windows[-1].start + 60.0, fmt="json", **ingest
-        )
+        js = run_client("ingest", port=port, keys=n_json, start_window=next_window, fmt="json", **ingest)
         js_catch_up = _wait_applied(port)
         js_cpu = _cpu_s(svc.pid) - cpu
         cpu = _cpu_s(svc.pid)
@@ -567,9 +798,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "load_average_1m": round(load, 2),
     }
-    for k, v in result.items():
-        print(f"{k:40s} {v}", file=sys.stderr)
-    print(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def test_push_credentials_never_reach_the_decision_log_or_logs(make_client, work
     # finding 8: the push URL with its userinfo appeared verbatim in GET /v1/decisions
     url = "http://ops:pa55word@127.0.0.1:9/rescale?token=t0psecret"
     caplog.set_level(logging.DEBUG)
-    c = make_client(push={"backend": "rest", "url": url, "token": "bearer-secret"})
+    c = make_client(push={"backend": "rest", "url": url, "headers": {"X-Api-Key": "bearer-secret"}})
     for wc in workload[:40]:
         post_window(c, wc)
     wait_for(lambda: any("backend behind" in d["detail"] for d in decisions(c)))
@@ -104,6 +104,14 @@ def test_push_credentials_never_reach_the_decision_log_or_logs(make_client, work
     assert "127.0.0.1:9" in text  # the error is there, only masked
     for secret in ("pa55word", "t0psecret", "bearer-secret", "ops:"):
         assert secret not in text
+
+
+def test_a_push_url_with_a_password_and_a_token_is_refused_at_start(tmp_path) -> None:
+    # the URL's Basic auth would silently replace the bearer token: every version refused (401)
+    url = "http://ops:pa55word@127.0.0.1:9/rescale"
+    with pytest.raises(ConfigError, match=r"push\.url carries a user and password and push\.token") as err:
+        settings_for(tmp_path, push={"backend": "rest", "url": url, "token": "bearer-secret"})
+    assert "pa55word" not in str(err.value)
 
 
 def test_unknown_regime_is_404_with_a_reason(make_client) -> None:

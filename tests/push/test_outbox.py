@@ -198,15 +198,74 @@ def test_refused_newest_falls_back_to_the_older_pending_version() -> None:
     assert [e.kind for e in events] == ["refused", "superseded", "delivered"]
 
 
-def test_a_409_conflict_is_retried_not_refused() -> None:
+def test_a_409_naming_the_backends_version_is_refused_and_reported_not_retried() -> None:
     _, store, backend, worker, events = setup(retry=RetryPolicy(base=0.1, cap=1.0))
     backend.push(pv(5))  # the backend holds a version the outbox never sent
     for n in (1, 6):
         store.append(pv(n))
     worker.drain(timeout=5.0)
-    assert [e.state for e in store.entries()] == ["pending", "pending"]
-    assert {e.kind for e in events} == {"retrying", "stalled"}
-    assert "older than version 5" in (events[0].error or "")
+    assert [e.state for e in store.entries()] == ["refused", "delivered"]
+    assert backend.attempted_versions == [5, 1, 6]  # version 1 once: never retried
+    (conflict,) = [e for e in events if e.kind == "conflict"]
+    assert conflict.version == 1 and conflict.backend_version == 5
+    assert "older than version 5" in (conflict.error or "")
+
+
+def test_a_backend_ahead_of_the_outbox_is_reported_at_the_first_pass() -> None:
+    _, store, backend, worker, events = setup()
+    backend.push(pv(7))  # delivered once; the store that knew it was lost
+    store.append(pv(2))
+    worker.step()
+    assert events[0].kind == "conflict" and events[0].backend_version == 7
+    assert backend.attempted_versions[0] == 7  # reported before version 2 went out
+
+
+class _RecordingFails(InMemoryOutboxStore):
+    """An outbox whose store cannot record the next ``n`` deliveries (a full disk)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.fail = n
+
+    def mark_delivered(self, version: int, *, at: float) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise OSError("database or disk is full")
+        super().mark_delivered(version, at=at)
+
+
+def test_a_delivery_the_store_cannot_record_is_recorded_later_not_pushed_again() -> None:
+    clock = FakeClock()
+    store, backend = _RecordingFails(2), RecordingBackend(clock=clock)
+    events: list[DeliveryEvent] = []
+    worker = OutboxWorker(store, backend, on_event=events.append, clock=clock, sleep=clock.sleep)
+    store.append(pv(1))
+    for _ in range(2):
+        with pytest.raises(OSError):
+            worker.step()
+    assert backend.attempted_versions == [1] and [e.state for e in store.entries()] == ["pending"]
+    worker.step()
+    assert backend.attempted_versions == [1]
+    assert [e.state for e in store.entries()] == ["delivered"]
+    assert [e.kind for e in events] == ["delivered"]
+
+
+def test_a_failing_pass_backs_off_instead_of_spinning() -> None:
+    class Broken(InMemoryOutboxStore):
+        passes = 0
+
+        def pending(self) -> list:
+            Broken.passes += 1
+            raise OSError("disk I/O error")
+
+    store = Broken()
+    worker = OutboxWorker(store, RecordingBackend(), retry=RetryPolicy(base=0.2, cap=5.0))
+    worker.start(idle=0.001)
+    time.sleep(1.0)
+    worker.stop()
+    # 0.2, 0.4, 0.8 s apart: 3 passes in a second where an idle loop would make hundreds
+    assert 2 <= Broken.passes <= 4
+    assert worker.last_failure == "disk I/O error"
 
 
 def test_max_attempts_gives_up_and_moves_on() -> None:

@@ -55,15 +55,18 @@ def test_default_body_is_whole_version() -> None:
     assert PolicyVersion.model_validate_json(seen[0].content) == pv(3)
 
 
-def test_bad_mapping_is_config_error() -> None:
-    rb = RestBackend("http://b/p", payload={"x": "policy.nope"}, client=answering(200))
+def test_bad_mapping_is_config_error_at_construction() -> None:
     with pytest.raises(ConfigError, match=r"policy\.nope"):
-        rb.push(pv(1))
+        RestBackend("http://b/p", payload={"x": "policy.nope"}, client=answering(200))
 
 
-def test_non_http_url_is_config_error() -> None:
-    with pytest.raises(ConfigError, match="http"), RestBackend("ftp://b/p") as rb:
-        rb.push(pv(1))
+def test_non_http_url_is_config_error_at_construction() -> None:
+    with pytest.raises(ConfigError, match="http"):
+        RestBackend("ftp://user:secret@b/p")
+    try:
+        RestBackend("ftp://user:secret@b/p")
+    except ConfigError as exc:
+        assert "secret" not in str(exc)
 
 
 @pytest.mark.parametrize(

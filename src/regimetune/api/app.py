@@ -4,10 +4,11 @@ error handler. Nothing happens at import time."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,6 +22,7 @@ from regimetune.api.errors import BodyLimit, install_error_handlers
 from regimetune.api.metrics import IngestAccounting, Metrics
 from regimetune.api.outbox import SqlOutbox
 from regimetune.api.routes import ROUTERS
+from regimetune.api.routes.ingest import document_ingest_body
 from regimetune.api.routes.policies import PolicyFastPath
 from regimetune.api.settings import PushSettings, Settings
 from regimetune.api.store import SqlStore
@@ -156,15 +158,21 @@ def create_app(
         raise
     metrics.watch_engine(control.engine)
     metrics.watch_delivery(lambda: store.policy_status()[2])
+    metrics.watch_store(lambda: store.write_error)
+
+    ingest_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="regimetune-ingest")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         control.start()  # jobs a crash left running are interrupted; stored batches replayed
+        gc.collect()
+        gc.freeze()  # what start-up made lives on: full collections no longer walk it
         if worker is not None:
             app.state.worker_thread = worker.start(idle=settings.push.poll_interval_s)
         try:
             yield
         finally:
+            ingest_pool.shutdown(wait=True)
             control.stop()
             if worker is not None:
                 worker.stop()
@@ -187,12 +195,14 @@ def create_app(
     app.state.jobs = control.jobs
     app.state.metrics = metrics
     app.state.outbox = outbox
+    app.state.ingest_pool = ingest_pool  # parses and stores batches, off the event loop
     app.state.worker = worker
     app.state.worker_thread = None
     install_error_handlers(app)
     install_offline_docs(app)
     for router in ROUTERS:
         app.include_router(router)
+    document_ingest_body(app)
     if not settings.auth.protect_reads:
         document_open_reads(app)
     app.add_middleware(BodyLimit, limit=settings.ingest.max_body_bytes, prefixes=("/v1/ingest",))

@@ -6,7 +6,9 @@ a number too large for a float (``1e400``) in the input is echoed as a string, n
 bare ``NaN`` that JSON cannot carry; a body the framework cannot parse at all (JSON that is
 not UTF-8) is a 422 with the reason, not a bare 400. A 405 names in ``Allow`` every method
 the path serves (the framework would name only those of the first route that matched).
-Every status a route returns is in its OpenAPI responses."""
+A store that cannot write (or read) now is a 503 with the reason and ``Retry-After``: the
+client sends again later (a daemon under the same Idempotency-Key). Every status a route
+returns is in its OpenAPI responses."""
 
 from __future__ import annotations
 
@@ -22,20 +24,28 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from regimetune.control.store import StoreUnavailable
 from regimetune.models import RegimetuneError
 from regimetune.models.http import http_status
+
+RETRY_AFTER_S = 2
+"""What a 503 asks a client to wait before sending again (a store that cannot write now)."""
 
 
 def status_of(exc: RegimetuneError) -> int:
     """The status of ``exc``: one table for the service and the reference backend
-    (:mod:`regimetune.models.http`)."""
+    (:mod:`regimetune.models.http`); a store that cannot write now is a 503."""
+    if isinstance(exc, StoreUnavailable):
+        return 503
     return http_status(exc)[0]
 
 
 def install_error_handlers(app: FastAPI) -> None:
     async def _handle(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RegimetuneError)
-        return JSONResponse({"detail": str(exc)}, status_code=status_of(exc))
+        status = status_of(exc)
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+        return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
 
     async def _invalid(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -46,7 +56,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and exc.__cause__ is not None:
             # the framework could not parse the body (e.g. JSON that is not UTF-8): a 422
             # with the reason, as every other unreadable request
-            return JSONResponse({"detail": _unparsable(exc.__cause__)}, status_code=422)
+            return JSONResponse({"detail": unparsable_reason(exc.__cause__)}, status_code=422)
         if exc.status_code == 405:
             allow = ", ".join(allowed_methods(request.app, request.scope))
             exc = HTTPException(405, exc.detail, headers={**(exc.headers or {}), "Allow": allow})
@@ -84,7 +94,7 @@ def _leaves(routes: Iterable[Any]) -> Iterator[Any]:
             yield route
 
 
-def _unparsable(cause: BaseException) -> str:
+def unparsable_reason(cause: BaseException) -> str:
     if isinstance(cause, UnicodeDecodeError):
         return f"the request body is not text in UTF-8 ({cause})"
     return f"the request body cannot be parsed ({type(cause).__name__}: {cause})"[:500]
@@ -160,4 +170,4 @@ class _TooLarge(HTTPException):
         super().__init__(413, f"request body larger than the limit of {limit} bytes")
 
 
-__all__ = ["BodyLimit", "allowed_methods", "install_error_handlers", "status_of"]
+__all__ = ["BodyLimit", "allowed_methods", "install_error_handlers", "status_of", "unparsable_reason"]

@@ -32,6 +32,9 @@ class EngineView(Protocol):
     @property
     def current_regime(self) -> int | None: ...
 
+    @property
+    def owed_windows(self) -> int: ...
+
 
 @dataclass(frozen=True)
 class Metrics:
@@ -51,6 +54,9 @@ class Metrics:
     changes_held: Counter
     pushes: Counter
     outbox_pending: Gauge
+    push_refused: Gauge
+    windows_owed: Gauge
+    store_writable: Gauge
     telemetry_stale: Gauge
     tuning_jobs: Counter
     request_duration: Histogram
@@ -106,6 +112,19 @@ class Metrics:
             outbox_pending=Gauge(
                 "regimetune_outbox_pending_versions", "Policy versions waiting in the outbox.", registry=r
             ),
+            push_refused=Gauge(
+                "regimetune_push_refused_versions",
+                "Policy versions the backend refused or the push worker gave up on.",
+                registry=r,
+            ),
+            windows_owed=Gauge(
+                "regimetune_windows_owed",
+                "Closed windows waiting for a store that failed to take them (committed in order).",
+                registry=r,
+            ),
+            store_writable=Gauge(
+                "regimetune_store_writable", "0 while the store's last write failed, else 1.", registry=r
+            ),
             telemetry_stale=Gauge(
                 "regimetune_telemetry_stale",
                 "1 while no ingest batch arrived for engine.stale_after_windows windows (policy held).",
@@ -142,6 +161,11 @@ class Metrics:
         for mode in ENGINE_MODES:
             self.engine_mode.labels(mode=mode).set_function(_is_mode(engine, mode))
         self.current_regime.set_function(lambda: _regime(engine.current_regime))
+        self.windows_owed.set_function(lambda: float(engine.owed_windows))
+
+    def watch_store(self, write_error: Callable[[], str | None]) -> None:
+        """Read whether the store's last write succeeded at every scrape."""
+        self.store_writable.set_function(lambda: float(write_error() is None))
 
     def watch_delivery(self, delivered: Callable[[], int | None]) -> None:
         """Read the newest version the backend acknowledged at every scrape (``delivered``
@@ -196,6 +220,7 @@ _REJECTED = {
     413: "too_large",
     415: "unsupported_media_type",
     422: "invalid",
+    503: "store_unavailable",
 }
 """The ``reason`` label of ``regimetune_ingest_rejected_total``, by status (bounded)."""
 

@@ -35,7 +35,7 @@ class SqlOutbox:
 
     def append(self, version: PolicyVersion) -> OutboxEntry:
         payload = version.model_dump(mode="json")
-        with self.store.db.begin() as conn:
+        with self.store.writing() as conn:
             row = conn.execute(sa.select(t.outbox).where(t.outbox.c.version == version.version)).first()
             if row is not None:
                 if PolicyVersion.model_validate(row.payload) != version:
@@ -52,19 +52,19 @@ class SqlOutbox:
         return OutboxEntry(version=version)
 
     def pending(self) -> list[OutboxEntry]:
-        with self.store.db.connect() as conn:
+        with self.store.reading() as conn:
             rows = conn.execute(
                 sa.select(t.outbox).where(t.outbox.c.state == "pending").order_by(t.outbox.c.version)
             ).all()
         return [_entry(r) for r in rows]
 
     def entries(self) -> list[OutboxEntry]:
-        with self.store.db.connect() as conn:
+        with self.store.reading() as conn:
             rows = conn.execute(sa.select(t.outbox).order_by(t.outbox.c.version)).all()
         return [_entry(r) for r in rows]
 
     def _update(self, version: int, **values: Any) -> None:
-        with self.store.db.begin() as conn:
+        with self.store.writing() as conn:
             if "attempts" in values and values["attempts"] is None:
                 values["attempts"] = t.outbox.c.attempts + 1
             n = conn.execute(t.outbox.update().where(t.outbox.c.version == version).values(**values)).rowcount
@@ -90,7 +90,7 @@ class SqlOutbox:
         self._update(version, state="superseded", last_error=error, delivered_at=at)
 
     def last_delivered(self) -> PolicyVersion | None:
-        with self.store.db.connect() as conn:
+        with self.store.reading() as conn:
             row = conn.execute(
                 sa.select(t.outbox.c.payload)
                 .where(t.outbox.c.state == "delivered")
@@ -99,11 +99,28 @@ class SqlOutbox:
             ).first()
         return None if row is None else PolicyVersion.model_validate(row.payload)
 
-    def count_pending(self) -> int:
-        with self.store.db.connect() as conn:
+    def refused(self, *, limit: int = 20) -> list[OutboxEntry]:
+        """The versions the backend refused or the worker gave up on, newest first."""
+        with self.store.reading() as conn:
+            rows = conn.execute(
+                sa.select(t.outbox)
+                .where(t.outbox.c.state.in_(("refused", "failed")))
+                .order_by(t.outbox.c.version.desc())
+                .limit(limit)
+            ).all()
+        return [_entry(r) for r in rows]
+
+    def newest_version(self) -> int | None:
+        with self.store.reading() as conn:
+            n = conn.execute(sa.select(sa.func.max(t.outbox.c.version))).scalar()
+        return None if n is None else int(n)
+
+    def count(self, *states: str) -> int:
+        """How many versions are in one of ``states`` (e.g. ``"pending"``)."""
+        with self.store.reading() as conn:
             return int(
                 conn.execute(
-                    sa.select(sa.func.count()).select_from(t.outbox).where(t.outbox.c.state == "pending")
+                    sa.select(sa.func.count()).select_from(t.outbox).where(t.outbox.c.state.in_(states))
                 ).scalar()
                 or 0
             )

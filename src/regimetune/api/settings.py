@@ -5,6 +5,9 @@ of the application layer (engine, ingest, tuning) are defined with it, in
 
 Sources, strongest first: keyword overrides, environment (``REGIMETUNE_`` prefix, nested
 sections joined by ``__``, e.g. ``REGIMETUNE_STORE__URL``), a TOML or JSON config file, defaults.
+Every bad setting is a :class:`ConfigError` of one line naming it: a value that does not
+validate, a value that is not the JSON a list or table setting needs, and a ``REGIMETUNE_``
+variable that names no setting (a typo would otherwise be ignored).
 
 >>> s = load_settings(store={"url": "sqlite://"})
 >>> s.store.url, s.engine.mode
@@ -13,21 +16,31 @@ sections joined by ``__``, e.g. ``REGIMETUNE_STORE__URL``), a TOML or JSON confi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tomllib
+import types
+import typing
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from regimetune.control.settings import EngineSettings, IngestSettings, TuningSettings
 from regimetune.models.errors import ConfigError
 
 _SECTION = ConfigDict(extra="forbid", frozen=True)
 _CONFIG_FILE: ContextVar[Path | None] = ContextVar("regimetune_config_file", default=None)
+ENV_PREFIX = "REGIMETUNE_"
+OTHER_VARIABLES = ("REGIMETUNE_CONFIG", "REGIMETUNE_WRITE_TOKEN", "REGIMETUNE_FUZZ_SECONDS")
+"""``REGIMETUNE_`` variables that are not service settings: the config file's path, the
+compose file's token, the test suite's fuzzing budget; with the prefixes below (the reference
+backend's settings, the tokens of ``replay`` and ``collect``)."""
+OTHER_PREFIXES = ("REGIMETUNE_BACKEND_", "REGIMETUNE_REPLAY_", "REGIMETUNE_COLLECT_")
 
 
 class StoreSettings(BaseModel):
@@ -37,7 +50,7 @@ class StoreSettings(BaseModel):
     model_config = _SECTION
     url: str = "sqlite:///regimetune.db"
     schema_name: str | None = None
-    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL"] = "FULL"
 
     @model_validator(mode="after")
     def _database_url(self) -> StoreSettings:
@@ -100,6 +113,19 @@ class PushSettings(BaseModel):
     def _url(self) -> PushSettings:
         if self.backend != "none" and not self.url:
             raise ValueError(f"push.backend={self.backend} needs push.url")
+        if self.url is None:
+            return self
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"push.url must be an absolute http(s) URL (e.g. http://backend:8081), got {parts.scheme or 'no'} "
+                "scheme" + ("" if parts.hostname else " and no host")
+            )
+        if (parts.username or parts.password) and self.token is not None:
+            raise ValueError(
+                "push.url carries a user and password and push.token is set: the URL's Basic auth "
+                "would replace the bearer token; keep one of them"
+            )
         return self
 
 
@@ -107,7 +133,7 @@ class Settings(BaseSettings):
     """Everything the service reads from its environment."""
 
     model_config = SettingsConfigDict(
-        env_prefix="REGIMETUNE_", env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
     )
     store: StoreSettings = StoreSettings()
     auth: AuthSettings = AuthSettings()
@@ -160,9 +186,12 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     """Build the settings from overrides, environment, config file (argument, else
     ``REGIMETUNE_CONFIG``) and defaults; invalid settings raise :class:`ConfigError`."""
     path = config_file if config_file is not None else os.environ.get("REGIMETUNE_CONFIG")
+    check_environment(os.environ)
     token = _CONFIG_FILE.set(Path(path) if path else None)
     try:
         return Settings(**overrides)
+    except SettingsError as exc:
+        raise ConfigError(_not_json(os.environ) or f"invalid setting from the environment: {exc}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -172,6 +201,73 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         raise ConfigError(f"invalid setting {where}: {msg}") from None
     finally:
         _CONFIG_FILE.reset(token)
+
+
+def check_environment(environ: typing.Mapping[str, str]) -> None:
+    """Refuse a ``REGIMETUNE_`` variable that names no setting (``REGIMETUNE_STORE__URL``
+    does; ``REGIMETUNE_STORE_URL`` or ``REGIMETUNE_FOO`` would be silently ignored)."""
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name in OTHER_VARIABLES or name.startswith(OTHER_PREFIXES):
+            continue
+        if _field_of(name) is None:
+            raise ConfigError(
+                f"environment variable {name} names no setting (sections and settings are joined "
+                "by '__', e.g. REGIMETUNE_STORE__URL; deploy/regimetune.example.toml names them all)"
+            )
+
+
+def _field_of(name: str) -> Any:
+    """The type of the setting that variable ``name`` sets (None: no such setting). Below a
+    section or a parameter set the names must exist; below a table (``push.headers``) any key
+    does."""
+    node: Any = Settings
+    for part in name.removeprefix(ENV_PREFIX).lower().split("__"):
+        fields = _fields(node)
+        if fields is None:
+            return node if _is_json(node) else None  # a key of a table; nothing below a value
+        if part not in fields:
+            return None
+        node = _unwrap(fields[part])
+    return node
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]``."""
+    if typing.get_origin(annotation) is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _unwrap(args[0]) if len(args) == 1 else annotation
+    return annotation
+
+
+def _fields(node: Any) -> dict[str, Any] | None:
+    """The named fields of a section (a model) or a parameter set (a dataclass), else None."""
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return {k: f.annotation for k, f in node.model_fields.items()}
+    if isinstance(node, type) and dataclasses.is_dataclass(node):
+        return typing.get_type_hints(node)
+    return None
+
+
+def _is_json(node: Any) -> bool:
+    """A setting whose environment value is JSON: a list, a table, a section."""
+    return _fields(node) is not None or typing.get_origin(node) in (tuple, list, dict, set)
+
+
+def _not_json(environ: typing.Mapping[str, str]) -> str | None:
+    """Which variable holds a value that is not the JSON its setting needs, and why."""
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        node = _field_of(name)
+        if node is None or not _is_json(node):
+            continue
+        try:
+            json.loads(environ[name])
+        except ValueError as exc:
+            return f"invalid setting {name}: not JSON ({exc}); e.g. {name}='[\"a\"]' or '{{\"k\": 1}}'"
+    return None
 
 
 __all__ = [

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from regimetune.control.policies import check_bounds, merge_tuned
     from regimetune.control.recorder import Recorder
     from regimetune.control.settings import ControlSettings
-    from regimetune.control.store import JobStore, Store, StoredBatch
+    from regimetune.control.store import JobStore, Store, StoredBatch, StoreUnavailable
 
 _WHERE = {
     "Controller": "controller",
@@ -47,6 +47,7 @@ _WHERE = {
     "JobStore": "store",
     "Store": "store",
     "StoredBatch": "store",
+    "StoreUnavailable": "store",
 }
 
 __getattr__ = lazy_attributes(__name__, _WHERE)
@@ -61,6 +62,7 @@ __all__ = [
     "Recorder",
     "Store",
     "StoredBatch",
+    "StoreUnavailable",
     "check_bounds",
     "merge_tuned",
     "run_tuning",

@@ -159,9 +159,13 @@ class Controller:
 
     # -- delivery -------------------------------------------------------------------------------
     def delivered(self, ev: DeliveryEvent) -> None:
-        """The push worker's report on a version: counted, and said on its decision."""
+        """The push worker's report on a version: counted, and said on its decision; a
+        version conflict (the backend holds a version this one cannot follow) is resolved
+        by a new version above the backend's."""
         self.recorder.push_event(ev.kind)
         record_delivery(self.store, ev)
+        if ev.kind == "conflict" and ev.backend_version is not None:
+            self.engine.resolve_conflict(ev.backend_version, f"version conflict at the backend ({ev.error})")
 
 
 __all__ = ["Controller"]

@@ -7,6 +7,12 @@ and replays the stored batches through the windowing state of the last snapshot:
 already committed only rebuild the aggregator (keyspace); later ones go through detection as
 if live, so a restart after SIGKILL loses no acknowledged batch and keeps the same regime ids.
 
+A store that cannot write (a full or read-only disk) loses nothing either: a closed window
+whose commit fails stays owed, in order, and is committed again (every
+``RETRY_COMMIT_S`` seconds, and with every batch) until the store takes it; no later window
+is committed before it, and no windowing snapshot is saved while one is owed, so the
+checkpoint never passes a window that is not stored and a restart replays it.
+
 Event time (:mod:`~regimetune.control.lateness`): a window stays open for late batches of
 other daemons while it is within ``ingest.allowed_lateness_windows`` of the newest; a batch
 that is too late or dated too far ahead is refused before it is stored. Windows nobody
@@ -26,6 +32,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,16 +44,19 @@ from regimetune.control.decisions import Decider, Mode, Verdict
 from regimetune.control.policy_file import detector_start, load_policy_file
 from regimetune.control.recorder import Recorder
 from regimetune.control.settings import ControlSettings
-from regimetune.control.store import ENGINE_CHECKPOINT, Store
+from regimetune.control.store import ENGINE_CHECKPOINT, Store, StoreUnavailable
 from regimetune.control.telemetry import TelemetryWatch
 from regimetune.control.windowing import SNAPSHOT, Windowing, lateness_buffer
 from regimetune.models import (
     ConfigError,
     ConflictError,
+    Decision,
     InputError,
     Policy,
     PolicyFile,
     PolicyVersion,
+    PushOutcome,
+    RegimeChange,
     WindowStats,
 )
 
@@ -54,6 +64,21 @@ if TYPE_CHECKING:
     from regimetune.regimes import OnlineRegimeDetector
 
 log = logging.getLogger(__name__)
+
+RETRY_COMMIT_S = 1.0
+"""How often the engine tries again to commit the windows it owes a store that failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Detected:
+    """A closed window run through detection (and decisions), ready to commit."""
+
+    window: WindowStats
+    regime: int | None
+    kind: str
+    checkpoint: dict[str, Any]
+    change: RegimeChange | None
+    verdict: Verdict | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +145,9 @@ class Engine:
         self._applied = threading.Condition()
         self._restored = self._started = False
         self._queue: queue.Queue[tuple[int, str, float, dict[str, np.ndarray]] | None] | None = None
+        self._owed: deque[WindowStats] = deque()  # closed windows the store has not taken yet
+        self._detected: _Detected | None = None  # the first owed one, detected, not committed
+        self._store_error: str | None = None
         self._thread: threading.Thread | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -146,6 +174,7 @@ class Engine:
                     committed_window=self._committed_window,
                 )
             self._detector = _make_detector(s, stored)
+            self._detector_state = self._detector.to_state()  # as of the last detected window
             self._windows = Windowing.restore(s, self.store.load_snapshot(SNAPSHOT))
             self._gate = lateness_buffer(s)  # admission: the buffer as of every acknowledged batch
             self._gate.newest = self._windows.buffer.newest
@@ -204,7 +233,13 @@ class Engine:
     def _run(self) -> None:
         assert self._queue is not None
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=RETRY_COMMIT_S if self._owed else None)
+            except queue.Empty:  # windows are owed and no batch came: try the store again
+                with self._lock:
+                    self._settle()
+                    self._maybe_snapshot()
+                continue
             if item is None:
                 return
             seq, kind, window_start, columns = item
@@ -278,24 +313,31 @@ class Engine:
         self, seq: int, kind: str, window_start: float, columns: dict[str, np.ndarray]
     ) -> list[WindowStats]:
         """Batch ``seq`` through the windowing state, and the windows it closed through the
-        detector and the decisions; called with the engine lock held."""
+        detector and the decisions; called with the engine lock held. A window the store
+        cannot take now stays owed (:meth:`_settle`)."""
         closed = self._windows.add(seq, kind, window_start, columns)
-        for w in closed:
-            self._on_window(w)
+        self._owed.extend(w for w in closed if w.index > self._committed_window)  # replay: committed
+        self._settle()
         return closed
 
     # -- snapshots ----------------------------------------------------------------------------
     def _maybe_snapshot(self) -> None:
         every = self.settings.ingest.snapshot_every_s
         if every > 0 and time.monotonic() - self._snapshot_at >= every:
-            self.snapshot()
+            try:
+                self.snapshot()
+            except StoreUnavailable as exc:  # the batches stay; the next batch tries again
+                log.warning("windowing snapshot not saved: %s", exc)
 
     def snapshot(self) -> int:
         """Save the windowing state as it is (with the last batch it took), then prune the
         batches it covers that are older than ``ingest.keep_batches_s``. Returns how many
         batches were pruned. Windows closed by those batches are already committed (with the
-        detector's checkpoint), so a restart replays only what follows."""
+        detector's checkpoint), so a restart replays only what follows; while a window is
+        owed (the store failed) nothing is saved: the batches that closed it must replay."""
         with self._lock:
+            if self._owed:
+                return 0
             seq, meta, arrays = self._windows.snapshot()
             self.store.save_snapshot(SNAPSHOT, seq, meta, arrays)
             self._snapshot_at = time.monotonic()
@@ -306,35 +348,80 @@ class Engine:
         return pruned
 
     # -- windows and decisions ----------------------------------------------------------------
-    def _on_window(self, w: WindowStats) -> None:
-        if w.index <= self._committed_window:
-            return  # replay: already committed before the restart, only the aggregator needed it
-        change = self._detector.update(w)
-        regime = self._detector.current
-        verdict = None
-        if change is not None and self.decider.mode != "off":
-            verdict = self.decider.on_change(change, w)
-        saved, version = self.store.commit_window(
-            w,
-            regime,
-            regime_kind=self.current_kind,
-            checkpoint={"detector": self._detector.to_state()},
+    def _settle(self) -> None:
+        """Commit the owed windows in order, each with the detector's checkpoint and any
+        decision; stop at the first the store refuses (it stays owed, detected once)."""
+        try:
+            while self._owed:
+                if self._detected is None:
+                    self._detected = self._detect(self._owed[0])
+                done = self._detected
+                saved, version = self._commit(done)
+                self._owed.popleft()
+                self._detected = None
+                self._after_commit(done, saved is not None, version)
+        except StoreUnavailable as exc:
+            if self._store_error is None:
+                log.warning(
+                    "the store cannot take closed windows (%d owed); retrying every %.0f s: %s",
+                    len(self._owed),
+                    RETRY_COMMIT_S,
+                    exc,
+                )
+            self._store_error = str(exc)
+            return
+        if self._store_error is not None:
+            log.warning("the store takes windows again: every owed window is committed")
+        self._store_error = None
+
+    def _detect(self, w: WindowStats) -> _Detected:
+        """``w`` through the detector and the decisions; if the store fails meanwhile, the
+        detector is put back as it was before ``w``, so detecting again gives the same."""
+        try:
+            change = self._detector.update(w)
+            verdict = None
+            if change is not None and self.decider.mode != "off":
+                verdict = self.decider.on_change(change, w)
+        except StoreUnavailable:
+            self._detector = _make_detector(self.settings, self._detector_state)
+            raise
+        self._detector_state = self._detector.to_state()
+        return _Detected(
+            w, self._detector.current, self.current_kind, {"detector": self._detector_state}, change, verdict
+        )
+
+    def _commit(self, d: _Detected) -> tuple[Any, PolicyVersion | None]:
+        verdict = d.verdict
+        return self.store.commit_window(
+            d.window,
+            d.regime,
+            regime_kind=d.kind,
+            checkpoint=d.checkpoint,
             decision=None if verdict is None else verdict.decision,
             policy=None if verdict is None else verdict.policy,
             make_version=verdict is not None and verdict.make_version,
             enqueue=verdict is not None and verdict.enqueue,
         )
-        self._committed_window = w.index
+
+    def _after_commit(self, d: _Detected, logged: bool, version: PolicyVersion | None) -> None:
+        """What follows a committed window: counts, the push worker woken, a tuning job for
+        an unknown regime, a held-back change applied (which may itself wait for the store)."""
+        self._committed_window = d.window.index
         self._n_windows += 1
-        self.recorder.window_closed(changed=change is not None)
-        if saved is not None:
+        self.recorder.window_closed(changed=d.change is not None)
+        if logged:
             self.recorder.decision_logged(self.decider.mode_label)
-        self._made(version, verdict)
-        if change is not None and self.store.regime_policy(change.to_id) is None:
-            if self.on_unknown_regime is not None:
-                self.on_unknown_regime(change.to_id)
-        if change is None and regime is not None and self.decider.held_may_go(regime):
-            self.apply_policy_now(regime, "the flap budget allows again: the held-back change is applied")
+        self._made(version, d.verdict)
+        try:
+            if d.change is not None and self.store.regime_policy(d.change.to_id) is None:
+                if self.on_unknown_regime is not None:
+                    self.on_unknown_regime(d.change.to_id)
+            if d.change is None and d.regime is not None and self.decider.held_may_go(d.regime):
+                self.apply_policy_now(
+                    d.regime, "the flap budget allows again: the held-back change is applied"
+                )
+        except StoreUnavailable as exc:  # tried again after the next window
+            log.warning("after window %d: %s", d.window.index, exc)
 
     def _made(self, version: PolicyVersion | None, verdict: Verdict | None) -> None:
         """A version was stored: say so, and wake the push worker when it is queued."""
@@ -360,6 +447,34 @@ class Engine:
             )
         self._made(version, verdict)
         return version
+
+    def resolve_conflict(self, backend_version: int, reason: str) -> PolicyVersion | None:
+        """The backend holds ``backend_version``: no version number up to it is handed out
+        again, and when no version of this service is above it (none could be delivered),
+        the newest version's policy is made a new version above it (pushed: the backend and
+        ``GET /v1/policy`` agree again). Returns the new version, if any."""
+        with self._lock:
+            self.store.raise_version_floor(backend_version)
+            latest = self.store.latest_version()
+            if latest is None or latest.version > backend_version:
+                return None  # a version above the backend's goes out anyway
+            policy = latest.policy
+            regime = self._detector.current
+            decision = Decision(
+                at=self.clock(),
+                regime_from=regime,
+                regime_to=regime if regime is not None else (policy.regime_id or 0),
+                score=policy.score,
+                outcome=PushOutcome.PENDING if self.pushing else PushOutcome.NOT_PUSHED,
+                detail=f"{reason}: the policy of version {latest.version} again, above the backend's "
+                f"version {backend_version}",
+            )
+            _, made = self.store.record_decision(decision, policy, make_version=True, enqueue=self.pushing)
+        if made is not None:
+            self.recorder.newest_version(made.version)
+            if self.pushing and self.on_version is not None:
+                self.on_version(made)
+        return made
 
     def knows_regime(self, regime_id: int) -> bool:
         """Whether ``regime_id`` can name a regime: an id the detector may give out (below its
@@ -431,6 +546,16 @@ class Engine:
     @property
     def committed_window(self) -> int:
         return self._committed_window
+
+    @property
+    def owed_windows(self) -> int:
+        """Closed windows the store has not taken yet (it failed); committed in order."""
+        return len(self._owed)
+
+    @property
+    def store_error(self) -> str | None:
+        """Why the store did not take the owed windows (None: none owed)."""
+        return self._store_error if self._owed else None
 
     @property
     def open_windows(self) -> int:

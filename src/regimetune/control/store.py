@@ -13,10 +13,26 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from regimetune.models import Decision, Policy, PolicyVersion, PushOutcome, TuningRun, WindowStats
+from regimetune.models import (
+    Decision,
+    Policy,
+    PolicyVersion,
+    PushOutcome,
+    RegimetuneError,
+    TuningRun,
+    WindowStats,
+)
 
 ENGINE_CHECKPOINT = "engine"
 """The name of the online detector's checkpoint, which :meth:`Store.commit_window` saves."""
+
+
+class StoreUnavailable(RegimetuneError):
+    """The store cannot write (or read) now: a full or read-only disk, an I/O error, a
+    database server that is away. Nothing was changed; the same call may succeed later. The
+    service answers it 503 with ``Retry-After``."""
+
+    code = "store_unavailable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +152,14 @@ class Store(JobStore, Protocol):
         """``policy`` as version 1 unless a version exists; returns the version made."""
         ...
 
+    def raise_version_floor(self, version: int) -> None:
+        """Every new version number is above ``version`` from now on (a backend holds it)."""
+        ...
+
+    def version(self, version: int) -> PolicyVersion:
+        """Policy version ``version`` (:class:`~regimetune.models.NotFoundError` if unknown)."""
+        ...
+
     def count_versions_since(self, since: float) -> int: ...
 
     def latest_version(self) -> PolicyVersion | None: ...
@@ -154,4 +178,4 @@ class Store(JobStore, Protocol):
     def set_kv(self, key: str, value: Any) -> None: ...
 
 
-__all__ = ["ENGINE_CHECKPOINT", "JobStore", "Store", "StoredBatch"]
+__all__ = ["ENGINE_CHECKPOINT", "JobStore", "Store", "StoreUnavailable", "StoredBatch"]

@@ -15,6 +15,7 @@ from regimetune.push.base import (
     PushReceipt,
     PushStatus,
     TransientPushError,
+    VersionConflictError,
 )
 from regimetune.push.outbox import (
     DeliveryEvent,
@@ -43,6 +44,7 @@ __all__ = [
     "OutboxStore",
     "OutboxWorker",
     "PermanentPushError",
+    "VersionConflictError",
     "PushError",
     "PushReceipt",
     "PushStatus",

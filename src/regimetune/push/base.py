@@ -77,6 +77,17 @@ class PermanentPushError(PushError):
     retryable = False
 
 
+class VersionConflictError(PermanentPushError):
+    """The backend holds ``current_version``, at or above this version (``stale_version``)
+    or this number with other content (``version_conflict``): the version number is used up
+    at the backend, and the policy needs a new version above ``current_version``."""
+
+    def __init__(self, message: str, *, version: int | None = None, current_version: int, code: str) -> None:
+        super().__init__(message, version=version, status_code=409)
+        self.current_version = current_version
+        self.code = code
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What the outbox needs from an adapter."""
@@ -129,4 +140,5 @@ __all__ = [
     "PushReceipt",
     "PushStatus",
     "TransientPushError",
+    "VersionConflictError",
 ]

@@ -8,8 +8,8 @@ Delivery rules (what a storage operator can rely on):
 * **In order.** The backend only ever sees increasing version numbers. Version N+1 is not
   sent before N is finished (delivered, refused, superseded or given up).
 * **Never given up while the backend is unreachable.** A transient failure (connection
-  refused, timeout, 5xx, 429, or a 409 conflict: the backend holds something else, which a
-  retry or a newer version may resolve) keeps the version pending and retries it with
+  refused, timeout, 5xx, 429, or a 409 conflict that does not say which version the backend
+  holds, which a retry or a newer version may resolve) keeps the version pending and retries it with
   capped exponential backoff and full jitter: attempt k waits ``uniform(0, min(cap, base *
   2**(k-1)))`` seconds (at least the backend's ``Retry-After``, at most ``cap``). By default
   (``max_attempts=None``) it retries forever, however long the outage.
@@ -27,12 +27,21 @@ Delivery rules (what a storage operator can rely on):
   409 conflict: invalid weights, bad credentials) is recorded ``refused`` with the reason
   at once, and delivery moves on; sending it again would not help. With ``max_attempts``
   set, a version that keeps failing transiently is given up (``failed``) after that many.
+* **A version number the backend holds otherwise is never re-sent.** A 409 that says the
+  backend holds a version at or above this one (``stale_version``, ``version_conflict``)
+  refuses the version and reports a ``conflict`` with the backend's version, which the
+  service resolves by making the policy it wants a new version above it. At the first pass
+  the worker also asks the backend which version it holds (when the adapter can say) and
+  reports a ``conflict`` when it is above every version in the outbox (the store lost some).
+* **A delivery that cannot be recorded is not pushed again.** When the store fails to
+  record an acknowledged push, the worker keeps the receipt and records it on the next pass
+  (backing off, as on any failing pass) before it pushes anything.
 * **Reported.** Every outcome is a :class:`DeliveryEvent` (returned by :meth:`step` and
   passed to ``on_event``) that the service writes to its decision log: ``delivered``,
   ``superseded``, ``retrying`` (each failed attempt), ``stalled`` (once, when a version has
-  failed ``report_after`` times in a row: the backend is behind), ``refused`` and
-  ``failed``. Events carry ``in_force``, the last delivered version, which stays in force
-  at the backend.
+  failed ``report_after`` times in a row: the backend is behind), ``refused``, ``failed``
+  and ``conflict``. Events carry ``in_force``, the last delivered version, which stays in
+  force at the backend.
 
 The storage is a protocol, :class:`OutboxStore`; :class:`InMemoryOutboxStore` serves tests
 and one-shot CLI runs; the service keeps its outbox in its SQL store.
@@ -51,12 +60,12 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from regimetune.models import ConfigError, ConflictError, NotFoundError, PolicyVersion, PushOutcome
-from regimetune.push.base import Backend, PushError
+from regimetune.push.base import Backend, PushError, PushReceipt, VersionConflictError
 
 log = logging.getLogger(__name__)
 
 EntryState = Literal["pending", "delivered", "failed", "refused", "superseded"]
-EventKind = Literal["delivered", "superseded", "retrying", "stalled", "failed", "refused"]
+EventKind = Literal["delivered", "superseded", "retrying", "stalled", "failed", "refused", "conflict"]
 FINISHED: frozenset[str] = frozenset({"delivered", "failed", "refused", "superseded"})
 
 
@@ -93,6 +102,7 @@ class OutboxStore(Protocol):
       which version was delivered instead).
     * ``record_attempt``: one more failed attempt, its error, and when to try again.
     * ``last_delivered``: the newest delivered version (the one in force), or None.
+    * ``newest_version``: the newest version number in the outbox, whatever its state.
     """
 
     def append(self, version: PolicyVersion) -> OutboxEntry: ...
@@ -110,6 +120,8 @@ class OutboxStore(Protocol):
     def mark_superseded(self, version: int, *, error: str, at: float) -> None: ...
 
     def last_delivered(self) -> PolicyVersion | None: ...
+
+    def newest_version(self) -> int | None: ...
 
 
 class InMemoryOutboxStore:
@@ -181,6 +193,10 @@ class InMemoryOutboxStore:
             done = [n for n, e in self._entries.items() if e.state == "delivered"]
             return self._entries[max(done)].version if done else None
 
+    def newest_version(self) -> int | None:
+        with self._lock:
+            return max(self._entries, default=None)
+
     # not part of the protocol: for tests and reports
     def entries(self) -> list[OutboxEntry]:
         with self._lock:
@@ -225,7 +241,8 @@ class RetryPolicy:
 @dataclass(frozen=True, slots=True)
 class DeliveryEvent:
     """One outcome of the outbox, for the decision log. ``in_force`` is the newest
-    version the backend holds as far as the outbox knows."""
+    version the backend holds as far as the outbox knows; ``backend_version`` (a
+    ``conflict``) the version the backend says it holds."""
 
     kind: EventKind
     version: int
@@ -236,6 +253,7 @@ class DeliveryEvent:
     in_force: int | None = None
     duplicate: bool = False
     permanent: bool = False
+    backend_version: int | None = None
 
     @property
     def outcome(self) -> PushOutcome:
@@ -286,6 +304,9 @@ class OutboxWorker:
         self.seed = seed
         self.supersede = supersede
         self._rng: random.Random | None = None
+        self._unrecorded: tuple[list[OutboxEntry], int, PushReceipt, float, bool] | None = None
+        self._asked_backend = False
+        self.last_failure: str | None = None  # why the last pass failed (None: it did not)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -319,6 +340,11 @@ class OutboxWorker:
         if self._rng is None:
             self._rng = random.Random(self.seed)
         events: list[DeliveryEvent] = []
+        if not self._asked_backend:
+            self._ask_backend(events)
+        if self._unrecorded is not None:  # pushed before, not recorded: record, do not push
+            batch, attempt, receipt, at, superseded_done = self._unrecorded
+            self._record_delivery(batch, attempt, receipt, at, events, superseded_done)
         while True:
             pending = self.store.pending()
             if not pending:
@@ -327,17 +353,66 @@ class OutboxWorker:
             target, now = batch[-1], self.clock()
             if max(e.next_attempt_at for e in batch) > now:
                 return events
-            n, attempt = target.version.version, max(e.attempts for e in batch) + 1
+            attempt = max(e.attempts for e in batch) + 1
             try:
                 receipt = self.backend.push(target.version)
             except PushError as exc:
                 if not self._failed(target, attempt, exc, now, events):
                     return events
                 continue
-            self.store.mark_delivered(n, at=now)
+            self._record_delivery(batch, attempt, receipt, now, events)
+
+    def _ask_backend(self, events: list[DeliveryEvent]) -> None:
+        """Once: a ``conflict`` when the backend holds a version above every one in the
+        outbox (an adapter with ``held_version()`` says which; others are not asked)."""
+        ask = getattr(self.backend, "held_version", None)
+        if ask is None:
+            self._asked_backend = True
+            return
+        try:
+            held: int | None = ask()
+        except PushError as exc:  # down, or it will not say: asked again on the next pass
+            log.info("cannot ask the backend which version it holds: %s", exc)
+            return
+        self._asked_backend = True
+        newest = self.store.newest_version()
+        if held is not None and held > (newest or 0):
+            error = (
+                f"the backend holds version {held}, above every version the outbox "
+                f"has ({newest or 'none'}): the store lost versions it had delivered"
+            )
+            log.warning("%s", error)
+            self._emit(
+                events,
+                DeliveryEvent(
+                    kind="conflict",
+                    version=held,
+                    at=self.clock(),
+                    attempts=0,
+                    error=error,
+                    in_force=held,
+                    backend_version=held,
+                ),
+            )
+
+    def _record_delivery(
+        self,
+        batch: list[OutboxEntry],
+        attempt: int,
+        receipt: PushReceipt,
+        now: float,
+        events: list[DeliveryEvent],
+        superseded_done: bool = False,
+    ) -> None:
+        """Record ``batch``'s older versions superseded (and say so), then its newest one
+        delivered; if the store fails, keep the receipt to finish on the next pass (no
+        re-push). The older ones are recorded first: once the delivery shows, so do they."""
+        n = batch[-1].version.version
+        self._unrecorded = (batch, attempt, receipt, now, superseded_done)
+        if not superseded_done:
+            reason = f"superseded by version {n}, delivered first"
             for older in batch[:-1]:
                 m = older.version.version
-                reason = f"superseded by version {n}, delivered first"
                 self.store.mark_superseded(m, error=reason, at=now)
                 self._emit(
                     events,
@@ -350,24 +425,29 @@ class OutboxWorker:
                         in_force=n,
                     ),
                 )
-            self._emit(
-                events,
-                DeliveryEvent(
-                    kind="delivered",
-                    version=n,
-                    at=now,
-                    attempts=attempt,
-                    in_force=n,
-                    duplicate=receipt.status == "duplicate",
-                ),
-            )
+            self._unrecorded = (batch, attempt, receipt, now, True)
+        self.store.mark_delivered(n, at=now)
+        self._unrecorded = None
+        self._emit(
+            events,
+            DeliveryEvent(
+                kind="delivered",
+                version=n,
+                at=now,
+                attempts=attempt,
+                in_force=n,
+                duplicate=receipt.status == "duplicate",
+            ),
+        )
 
     def _failed(
         self, head: OutboxEntry, attempt: int, exc: PushError, now: float, events: list[DeliveryEvent]
     ) -> bool:
         """Record a failed attempt; True when the version is finished (move on)."""
         n, retry, error = head.version.version, self._retry, str(exc)
-        transient = exc.retryable or exc.status_code == 409  # a conflict: not refused for good
+        conflict = exc if isinstance(exc, VersionConflictError) else None
+        # a 409 that does not say which version the backend holds: not refused for good
+        transient = exc.retryable or (exc.status_code == 409 and conflict is None)
         if not transient:
             self.store.mark_refused(n, error=error, at=now)
             self._emit(
@@ -382,6 +462,19 @@ class OutboxWorker:
                     permanent=True,
                 ),
             )
+            if conflict is not None:
+                self._emit(
+                    events,
+                    DeliveryEvent(
+                        kind="conflict",
+                        version=n,
+                        at=now,
+                        attempts=attempt,
+                        error=error,
+                        in_force=self._in_force(),
+                        backend_version=conflict.current_version,
+                    ),
+                )
             return True
         if retry.max_attempts is not None and attempt >= retry.max_attempts:
             error = f"gave up after {attempt} attempts: {error}"
@@ -443,14 +536,28 @@ class OutboxWorker:
 
     def run(self, *, idle: float = 1.0) -> None:
         """Deliver until :meth:`stop`; wakes on :meth:`notify`, when the head is due, or
-        every ``idle`` seconds. A failing store is logged and retried, never fatal."""
+        every ``idle`` seconds. A failing pass (a store that cannot write, an adapter bug)
+        is logged and retried with the retry policy's backoff (a notify does not cut it
+        short), never fatal."""
+        failures = 0
         while not self._stop.is_set():
             try:
                 self.step()
                 due = self.next_due()
-            except Exception:  # the loop must outlive a flaky store or adapter bug
-                log.exception("outbox delivery pass failed; retrying in %.1f s", idle)
-                due = None
+            except Exception as exc:  # the loop must outlive a failing store or adapter bug
+                failures += 1
+                wait = self._retry.ceiling(failures)
+                if failures == 1:
+                    log.exception("outbox delivery pass failed; backing off (%.1f s)", wait)
+                else:
+                    log.warning(
+                        "outbox delivery pass %d failed (%s); backing off %.1f s", failures, exc, wait
+                    )
+                self.last_failure = str(exc)
+                self._stop.wait(wait)
+                continue
+            failures = 0
+            self.last_failure = None
             wait = idle if due is None else min(idle, max(due - self.clock(), 0.0))
             self._wake.wait(wait)
             self._wake.clear()

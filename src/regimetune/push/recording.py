@@ -25,7 +25,13 @@ import time
 from collections.abc import Callable, Iterable
 
 from regimetune.models import PolicyVersion
-from regimetune.push.base import BaseBackend, PermanentPushError, PushReceipt, TransientPushError
+from regimetune.push.base import (
+    BaseBackend,
+    PermanentPushError,
+    PushReceipt,
+    TransientPushError,
+    VersionConflictError,
+)
 
 
 class RecordingBackend(BaseBackend):
@@ -97,6 +103,11 @@ class RecordingBackend(BaseBackend):
         with self._lock:
             return self._received[-1] if self._received else None
 
+    def held_version(self) -> int | None:
+        """The version number in force (None before the first push), as a backend says."""
+        current = self.current
+        return None if current is None else current.version
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -116,15 +127,19 @@ class RecordingBackend(BaseBackend):
                 raise PermanentPushError(f"{self.name} refuses version {n}", version=n, status_code=422)
             current = self._received[-1] if self._received else None
             if current is not None and n < current.version:
-                raise PermanentPushError(
+                raise VersionConflictError(
                     f"version {n} is older than version {current.version} in force",
                     version=n,
-                    status_code=409,
+                    current_version=current.version,
+                    code="stale_version",
                 )
             if current is not None and n == current.version:
                 if current != version:
-                    raise PermanentPushError(
-                        f"version {n} was already applied with different content", version=n, status_code=409
+                    raise VersionConflictError(
+                        f"version {n} was already applied with different content",
+                        version=n,
+                        current_version=n,
+                        code="version_conflict",
                     )
                 return PushReceipt(version=n, status="duplicate", backend=self.name)
             self._received.append(version)

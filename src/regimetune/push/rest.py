@@ -6,6 +6,8 @@ How a response is read (the push contract, see ``backend/CONTRACT.md``):
 ======================================  =============================================
 2xx                                     delivered (``duplicate`` if the body says so)
 409 whose body says "already applied"   delivered, as a duplicate (idempotent re-push)
+409 with code stale_version or          a version conflict: refused, and the backend's
+version_conflict                        ``current_version`` reported (a new version goes above it)
 408, 425, 429, 5xx, connect/read errors transient: the outbox tries again later
 other 4xx (incl. other 409s), 3xx       permanent: the backend refused this version
 ======================================  =============================================
@@ -28,15 +30,16 @@ from typing import Any
 
 import httpx
 
-from regimetune.models import ConfigError, PolicyVersion
+from regimetune.models import ConfigError, Policy, PolicyVersion
 from regimetune.push.base import (
     BaseBackend,
     PermanentPushError,
     PushReceipt,
     PushStatus,
     TransientPushError,
+    VersionConflictError,
 )
-from regimetune.push.redact import redact_logger
+from regimetune.push.redact import redact, redact_logger
 
 _TRANSIENT_4XX = frozenset({408, 425, 429})
 _DUPLICATE_WORDS = ("already applied", "already_applied", "duplicate")
@@ -77,6 +80,22 @@ def _reason(response: httpx.Response) -> str:
         if detail is not None:
             return detail if isinstance(detail, str) else json.dumps(detail)[:300]
     return json.dumps(body)[:300]
+
+
+def _version_conflict(response: httpx.Response) -> tuple[str, int | None] | None:
+    """(code, the backend's ``current_version``) of a 409 that says the version number is
+    used up at the backend (``stale_version``, ``version_conflict``), else None."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    if not isinstance(body, Mapping):
+        return None
+    code = body.get("code")
+    if code not in ("stale_version", "version_conflict"):
+        return None
+    current = body.get("current_version")
+    return code, current if isinstance(current, int) and not isinstance(current, bool) else None
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -125,6 +144,9 @@ class RestBackend(BaseBackend):
         self.name = name
         self._own_client: httpx.Client | None = None
         redact_logger("httpx")  # httpx logs each request's URL, credentials included
+        if client is None and not url.startswith(("http://", "https://")):
+            raise ConfigError(f"backend URL must be http(s), got {redact(url)!r}")
+        self.build_body(PolicyVersion(version=1, policy=Policy(), created_at=0.0))  # a bad mapping fails now
 
     # -- building the request --------------------------------------------------------------
     def build_body(self, version: PolicyVersion) -> dict[str, Any]:
@@ -156,8 +178,6 @@ class RestBackend(BaseBackend):
         if self.client is not None:
             return self.client
         if self._own_client is None:
-            if not self.url.startswith(("http://", "https://")):
-                raise ConfigError(f"backend URL must be http(s), got {self.url!r}")
             self._own_client = httpx.Client(timeout=self.timeout, follow_redirects=False)
         return self._own_client
 
@@ -185,6 +205,11 @@ class RestBackend(BaseBackend):
         if code == 409 and self._says_duplicate(response):
             return PushReceipt(version=n, status="duplicate", backend=self.name, detail=reason)
         message = f"{self.name} answered {code} to version {n}: {reason}"
+        if code == 409:
+            conflict = _version_conflict(response)
+            if conflict is not None:
+                kind, current = conflict
+                raise VersionConflictError(message, version=n, current_version=current or n, code=kind)
         if code >= 500 or code in _TRANSIENT_4XX:
             raise TransientPushError(message, version=n, status_code=code, retry_after=_retry_after(response))
         raise PermanentPushError(message, version=n, status_code=code)
@@ -249,6 +274,11 @@ class ReferenceBackend(RestBackend):
                 status_code=response.status_code,
             )
         return PolicyVersion.model_validate(response.json())
+
+    def held_version(self) -> int | None:
+        """The version number in force at the backend (None before the first push)."""
+        current = self.current()
+        return None if current is None else current.version
 
     def _read_headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}

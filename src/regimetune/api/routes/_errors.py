@@ -18,6 +18,8 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         413: "Request body too large.",
         415: "Unsupported content type.",
         422: "Invalid request (a body that cannot be parsed included), or a knob outside its hard bounds.",
+        503: "The store cannot write or read now (full or read-only disk, database away): nothing "
+        "was changed; send again after Retry-After seconds.",
     }
     return {
         c: {"model": ErrorOut, "description": text[c]} if c != 304 else {"description": text[c]}
@@ -25,5 +27,5 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-WRITE = (401, 403, 422)
-READ = (401, 403)
+WRITE = (401, 403, 422, 503)
+READ = (401, 403, 503)

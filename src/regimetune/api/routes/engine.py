@@ -24,7 +24,7 @@ def _status(request: Request, engine: EngineDep, settings: SettingsDep) -> Engin
         detector=engine.detector_name,
         aggregator=engine.aggregator_name,
         push_backend=settings.push.backend,
-        outbox_pending=outbox.count_pending(),
+        outbox_pending=outbox.count("pending"),
     )
 
 

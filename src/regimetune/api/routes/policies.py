@@ -24,11 +24,22 @@ def _delivered(n: int | None) -> str:
     return "none" if n is None else str(n)
 
 
+class RefusedVersion(BaseModel):
+    """A version the backend refused (or the push worker gave up on), and why."""
+
+    model_config = ConfigDict(frozen=True)
+    version: int
+    reason: str
+
+
 class PolicyStatus(BaseModel):
     """Desired against delivered, as a Kubernetes object's spec and status: ``desired`` is
     what the engine wants (served by ``GET /v1/policy``), ``delivered_version`` what the
-    backend last acknowledged; ``pending`` the versions still to deliver and ``last_error``
-    why the newest of them is not delivered yet."""
+    backend last acknowledged; ``pending`` the versions still to deliver; ``last_error`` why
+    delivery is not done: the newest pending version's last failure, else the refusal of a
+    version newer than the one delivered, else why the push worker's last pass failed (a
+    store that cannot record a delivery); ``refused`` the versions refused or given up
+    (newest first, at most 20) with the reason."""
 
     model_config = ConfigDict(frozen=True)
     desired: PolicyVersion | None
@@ -36,6 +47,7 @@ class PolicyStatus(BaseModel):
     pushing: bool
     pending: list[int]
     last_error: str | None = None
+    refused: list[RefusedVersion] = []
 
 
 def _etag(v: PolicyVersion) -> str:
@@ -111,13 +123,21 @@ async def policy_in_force(request: Request, store: StoreDep) -> Response:
 def policy_status(request: Request, store: StoreDep) -> PolicyStatus:
     v, _, delivered = store.policy_status()
     worker = request.app.state.worker
-    pending = list(request.app.state.outbox.pending()) if worker is not None else []
+    outbox = request.app.state.outbox
+    pending = list(outbox.pending()) if worker is not None else []
+    refused = outbox.refused() if worker is not None else []
+    error = next((e.last_error for e in reversed(pending) if e.last_error), None)
+    if error is None and refused and refused[0].version.version > (delivered or 0):
+        error = refused[0].last_error
+    if error is None and worker is not None:
+        error = worker.last_failure
     return PolicyStatus(
         desired=v,
         delivered_version=delivered,
         pushing=worker is not None,
         pending=[e.version.version for e in pending],
-        last_error=next((e.last_error for e in reversed(pending) if e.last_error), None),
+        last_error=error,
+        refused=[RefusedVersion(version=e.version.version, reason=e.last_error or e.state) for e in refused],
     )
 
 

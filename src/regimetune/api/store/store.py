@@ -11,6 +11,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from importlib import resources
 from typing import Any
@@ -23,7 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from regimetune.api.settings import StoreSettings
 from regimetune.api.store import schema as t
-from regimetune.control.store import ENGINE_CHECKPOINT, StoredBatch
+from regimetune.control.store import ENGINE_CHECKPOINT, StoredBatch, StoreUnavailable
 from regimetune.models import (
     ConfigError,
     Decision,
@@ -36,7 +37,20 @@ from regimetune.models import (
     WindowStats,
 )
 
+_PROBE = "store.probe"  # the row the readiness probe writes
+_FLOOR = "versions.floor"  # every new policy version is above it (a backend held this one)
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# database errors that are bugs (a constraint, the SQL, a value), not a store that cannot
+# read or write now (a full, read-only or failed disk, a database server away): every other
+# driver error is the latter
+_BUGS = (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.DataError, sa.exc.NotSupportedError)
+
+
+def driver_reason(exc: BaseException) -> str:
+    """The first line of the driver's message (never the URL, which may hold a password)."""
+    orig = getattr(exc, "orig", None) or exc
+    lines = [ln.strip() for ln in str(orig).splitlines() if ln.strip()]
+    return lines[0][:300] if lines else type(orig).__name__
 
 
 def pack_columns(columns: dict[str, np.ndarray]) -> bytes:
@@ -104,6 +118,7 @@ class SqlStore:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self._write_error: str | None = None  # why the last write failed; None once one succeeds
         self._version_lock = threading.Lock()
         self._gen = 0  # bumped by every write that may change the policy in force
         self._in_force: tuple[int, PolicyVersion | None, bytes, int | None] | None = None
@@ -115,16 +130,56 @@ class SqlStore:
 
     @classmethod
     def open(cls, cfg: StoreSettings) -> SqlStore:
+        """Connect and migrate; a store that cannot be opened is a :class:`ConfigError`
+        naming ``store.url`` (password masked) and the driver's reason."""
+        try:
+            where = sa.engine.make_url(cfg.url).render_as_string()  # the password masked
+        except sa.exc.ArgumentError:
+            where = "(not a database URL)"
         try:
             engine = _engine(cfg)
             migrate(engine)
+        except ImportError as exc:  # e.g. mysql:// without its driver
+            raise ConfigError(
+                f"cannot open store.url {where}: its database driver is not installed ({exc.name or exc})"
+            ) from exc
         except sa.exc.SQLAlchemyError as exc:
-            try:
-                where = sa.engine.make_url(cfg.url).render_as_string()  # the password masked
-            except sa.exc.ArgumentError:
-                where = "(not a database URL)"
-            raise ConfigError(f"cannot open store {where}: {type(exc).__name__}") from exc
+            raise ConfigError(
+                f"cannot open store.url {where}: {type(exc).__name__}: {driver_reason(exc)}"
+            ) from exc
         return cls(engine)
+
+    @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """One write transaction; a store that cannot write now raises
+        :class:`~regimetune.control.store.StoreUnavailable` with the driver's reason (and
+        :attr:`write_error` says it until a write succeeds)."""
+        try:
+            with self._engine.begin() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            if isinstance(exc, _BUGS):
+                raise
+            self._write_error = driver_reason(exc)
+            raise StoreUnavailable(f"the store cannot write: {self._write_error}") from exc
+        self._write_error = None
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A connection to read with; a store that cannot be read raises
+        :class:`~regimetune.control.store.StoreUnavailable`."""
+        try:
+            with self._engine.connect() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            if isinstance(exc, _BUGS):
+                raise
+            raise StoreUnavailable(f"the store cannot be read: {driver_reason(exc)}") from exc
+
+    @property
+    def write_error(self) -> str | None:
+        """Why the last write failed, None when it succeeded."""
+        return self._write_error
 
     @property
     def db(self) -> Engine:
@@ -139,13 +194,14 @@ class SqlStore:
     def close(self) -> None:
         self._engine.dispose()
 
-    def ping(self) -> bool:
+    def probe(self) -> str | None:
+        """Readiness: write a row (a real write, which a full or read-only disk refuses as
+        it refuses a batch). None when the store writes, else why not."""
         try:
-            with self._engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
-            return True
-        except sa.exc.SQLAlchemyError:
-            return False
+            self.set_kv(_PROBE, time.time())
+        except StoreUnavailable as exc:
+            return str(exc)
+        return None
 
     # -- ingest -----------------------------------------------------------------------------
     def append_batch(
@@ -160,7 +216,7 @@ class SqlStore:
         """Persist a batch (``digest``: a hash of its content, to tell a resend from another
         batch under the same ``client_key``); returns its sequence number once committed."""
         n = max((len(c) for c in columns.values()), default=0)
-        with self._engine.begin() as conn:
+        with self.writing() as conn:
             res = conn.execute(
                 t.ingest_batches.insert().values(
                     received_at=time.time(),
@@ -177,7 +233,7 @@ class SqlStore:
     def batch_by_key(self, client_key: str) -> tuple[int, int, str | None] | None:
         """(sequence number, rows, digest) of the batch sent with ``client_key``, if any."""
         b = t.ingest_batches.c
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             row = conn.execute(sa.select(b.seq, b.n_rows, b.digest).where(b.client_key == client_key)).first()
         return None if row is None else (int(row.seq), int(row.n_rows), row.digest)
 
@@ -185,7 +241,7 @@ class SqlStore:
         """Batches with a sequence number above ``seq``, in order."""
         last = seq
         while True:
-            with self._engine.connect() as conn:
+            with self.reading() as conn:
                 rows = conn.execute(
                     sa.select(t.ingest_batches)
                     .where(t.ingest_batches.c.seq > last)
@@ -199,7 +255,7 @@ class SqlStore:
                 yield StoredBatch(r.seq, r.kind, r.window_start, unpack_columns(r.payload))
 
     def last_seq(self) -> int:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             return int(conn.execute(sa.select(sa.func.max(t.ingest_batches.c.seq))).scalar() or 0)
 
     def prune_batches(self, *, through_seq: int, received_before: float) -> int:
@@ -209,7 +265,7 @@ class SqlStore:
         so sequence numbers would start over in an emptied table. Returns how many went."""
         b = t.ingest_batches.c
         newest = sa.select(sa.func.max(b.seq)).scalar_subquery()
-        with self._engine.begin() as conn:
+        with self.writing() as conn:
             res = conn.execute(
                 t.ingest_batches.delete().where(
                     b.seq <= through_seq, b.seq < newest, b.received_at < received_before
@@ -218,11 +274,11 @@ class SqlStore:
         return int(res.rowcount or 0)
 
     def count_windows(self) -> int:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(t.windows)).scalar() or 0)
 
     def count_batches(self) -> int:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(t.ingest_batches)).scalar() or 0)
 
     # -- snapshots --------------------------------------------------------------------------
@@ -230,12 +286,12 @@ class SqlStore:
         """Keep ``arrays`` and ``meta`` under ``name`` as the state after batch ``seq``
         (replacing the previous one)."""
         values = {"seq": seq, "meta": meta, "payload": pack_columns(arrays), "updated_at": time.time()}
-        with self._engine.begin() as conn:
+        with self.writing() as conn:
             _upsert(conn, t.snapshots, "name", name, values)
 
     def load_snapshot(self, name: str) -> tuple[int, dict[str, Any], dict[str, np.ndarray]] | None:
         """(batch sequence number it covers, metadata, arrays) of snapshot ``name``, if any."""
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             row = conn.execute(sa.select(t.snapshots).where(t.snapshots.c.name == name)).first()
         return None if row is None else (int(row.seq), row.meta, unpack_columns(row.payload))
 
@@ -247,12 +303,12 @@ class SqlStore:
 
     def save_checkpoint(self, name: str, state: dict[str, Any], processed: int) -> None:
         """Replace the state saved under ``name`` (e.g. a detector taken from a policy file)."""
-        with self._engine.begin() as conn:
+        with self.writing() as conn:
             self._checkpoint(conn, name, state, processed)
 
     def load_checkpoint(self, name: str) -> tuple[dict[str, Any] | None, int]:
         """The state saved under ``name`` and the position (e.g. last window) it covers."""
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             row = conn.execute(sa.select(t.checkpoints).where(t.checkpoints.c.name == name)).first()
         return (None, -1) if row is None else (row.state, int(row.position))
 
@@ -275,7 +331,7 @@ class SqlStore:
         stats = asdict(w)
         stats["bucket_load"] = list(w.bucket_load)
         stats["bucket_bytes"] = list(w.bucket_bytes)
-        with self._version_lock, self._engine.begin() as conn:
+        with self._version_lock, self.writing() as conn:
             conn.execute(t.windows.delete().where(t.windows.c.idx == w.index))
             conn.execute(
                 t.windows.insert().values(
@@ -327,7 +383,7 @@ class SqlStore:
         self, *, after: int = -1, limit: int = 1000
     ) -> list[tuple[int, float, float, int, int | None]]:
         """(index, start, length, requests, regime id) of windows after ``after``, oldest first."""
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             rows = conn.execute(
                 sa.select(
                     t.windows.c.idx,
@@ -344,7 +400,7 @@ class SqlStore:
 
     def segments(self, *, offset: int = 0, limit: int = 100) -> tuple[list[RegimeSegment], int]:
         """Segments oldest first, and how many there are in all."""
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             total = int(conn.execute(sa.select(sa.func.count()).select_from(t.segments)).scalar() or 0)
             rows = conn.execute(
                 sa.select(t.segments).order_by(t.segments.c.id).offset(offset).limit(limit)
@@ -363,7 +419,7 @@ class SqlStore:
         ], total
 
     def last_segment(self) -> RegimeSegment | None:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             n = int(conn.execute(sa.select(sa.func.count()).select_from(t.segments)).scalar() or 0)
         segs, _ = self.segments(offset=max(n - 1, 0), limit=1)
         return segs[0] if segs else None
@@ -372,7 +428,7 @@ class SqlStore:
     def put_regime_policy(self, policy: Policy) -> Policy:
         if policy.regime_id is None:
             raise ValueError("a per-regime policy names its regime")
-        with self._engine.begin() as conn:
+        with self.writing() as conn:
             conn.execute(
                 t.regime_policies.insert().values(
                     regime_id=policy.regime_id, policy=policy.model_dump(mode="json"), created_at=time.time()
@@ -381,7 +437,7 @@ class SqlStore:
         return policy
 
     def regime_policy(self, regime_id: int) -> Policy | None:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             row = conn.execute(
                 sa.select(t.regime_policies.c.policy)
                 .where(t.regime_policies.c.regime_id == regime_id)
@@ -392,7 +448,7 @@ class SqlStore:
 
     def regime_policies(self) -> dict[int, Policy]:
         """The newest policy of every regime."""
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             rows = conn.execute(sa.select(t.regime_policies).order_by(t.regime_policies.c.id)).all()
         return {r.regime_id: Policy.model_validate(r.policy) for r in rows}
 
@@ -403,7 +459,7 @@ class SqlStore:
         """Store a decision and, with ``make_version``, a new policy version (and its outbox
         entry when ``enqueue``) in one transaction."""
         self.invalidate()
-        with self._version_lock, self._engine.begin() as conn:
+        with self._version_lock, self.writing() as conn:
             out = self._decide(conn, decision, policy, make_version=make_version, enqueue=enqueue)
         self.invalidate()
         return out
@@ -416,8 +472,7 @@ class SqlStore:
         if policy is not None:
             decision = decision.model_copy(update={"policy": policy})
         if policy is not None and make_version:
-            last = conn.execute(sa.select(sa.func.max(t.policy_versions.c.version))).scalar()
-            pv = PolicyVersion(version=int(last or 0) + 1, policy=policy, created_at=time.time())
+            pv = PolicyVersion(version=_next_version(conn), policy=policy, created_at=time.time())
             conn.execute(
                 t.policy_versions.insert().values(
                     version=pv.version, policy=policy.model_dump(mode="json"), created_at=pv.created_at
@@ -442,19 +497,19 @@ class SqlStore:
         """Store ``policy`` as version 1 (and its outbox entry when ``enqueue``) unless a
         version exists: the policy in force before the first decision (a policy file's
         default). Returns the version made, if any."""
-        with self._version_lock, self._engine.begin() as conn:
+        with self._version_lock, self.writing() as conn:
             if conn.execute(sa.select(sa.func.count()).select_from(t.policy_versions)).scalar():
                 return None
-            pv = PolicyVersion(version=1, policy=policy, created_at=time.time())
+            pv = PolicyVersion(version=_next_version(conn), policy=policy, created_at=time.time())
             conn.execute(
                 t.policy_versions.insert().values(
-                    version=1, policy=policy.model_dump(mode="json"), created_at=pv.created_at
+                    version=pv.version, policy=policy.model_dump(mode="json"), created_at=pv.created_at
                 )
             )
             if enqueue:
                 conn.execute(
                     t.outbox.insert().values(
-                        version=1,
+                        version=pv.version,
                         payload=pv.model_dump(mode="json"),
                         state="pending",
                         attempts=0,
@@ -464,16 +519,23 @@ class SqlStore:
         self.invalidate()
         return pv
 
+    def raise_version_floor(self, version: int) -> None:
+        """Make every new version number above ``version`` (a backend holds it): numbers a
+        backend has seen are never handed out again, even if this store lost them."""
+        with self._version_lock, self.writing() as conn:
+            floor = conn.execute(sa.select(t.kv.c.value).where(t.kv.c.key == _FLOOR)).scalar()
+            _upsert(conn, t.kv, "key", _FLOOR, {"value": max(int(floor or 0), version)})
+
     def count_versions_since(self, since: float) -> int:
         """How many policy versions were made at or after ``since`` (the flap budget)."""
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             q = sa.select(sa.func.count()).select_from(t.policy_versions)
             return int(conn.execute(q.where(t.policy_versions.c.created_at >= since)).scalar() or 0)
 
     def set_outcome(self, version: int, outcome: PushOutcome, detail: str = "") -> None:
         """Record what became of the push of ``version``: the decision keeps its reason and
         gets the push outcome after ``" | push: "``."""
-        with self._engine.begin() as conn:
+        with self.writing() as conn:
             rows = conn.execute(
                 sa.select(t.decisions.c.id, t.decisions.c.detail).where(
                     t.decisions.c.policy_version == version
@@ -489,7 +551,7 @@ class SqlStore:
 
     def decisions(self, *, offset: int = 0, limit: int = 100) -> tuple[list[Decision], int]:
         """Newest first, and the total count."""
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             total = int(conn.execute(sa.select(sa.func.count()).select_from(t.decisions)).scalar() or 0)
             rows = conn.execute(
                 sa.select(t.decisions).order_by(t.decisions.c.id.desc()).offset(offset).limit(limit)
@@ -497,7 +559,7 @@ class SqlStore:
         return [_decision(r) for r in rows], total
 
     def version(self, version: int) -> PolicyVersion:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             row = conn.execute(
                 sa.select(t.policy_versions).where(t.policy_versions.c.version == version)
             ).first()
@@ -509,7 +571,7 @@ class SqlStore:
 
     def versions(self, *, limit: int = 100) -> list[PolicyVersion]:
         """Newest first."""
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             rows = conn.execute(
                 sa.select(t.policy_versions).order_by(t.policy_versions.c.version.desc()).limit(limit)
             ).all()
@@ -547,14 +609,14 @@ class SqlStore:
         return v, body, delivered
 
     def _query_delivered(self) -> int | None:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             n = conn.execute(
                 sa.select(sa.func.max(t.outbox.c.version)).where(t.outbox.c.state == "delivered")
             ).scalar()
         return None if n is None else int(n)
 
     def _query_in_force(self) -> PolicyVersion | None:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             failed = sa.select(t.outbox.c.version).where(t.outbox.c.state.in_(("failed", "refused")))
             row = conn.execute(
                 sa.select(t.policy_versions)
@@ -571,7 +633,7 @@ class SqlStore:
     # -- tuning jobs ------------------------------------------------------------------------
     def save_job(self, run: TuningRun) -> None:
         now = time.time()
-        with self._engine.begin() as conn:
+        with self.writing() as conn:
             n = conn.execute(
                 t.tuning_jobs.update()
                 .where(t.tuning_jobs.c.id == run.id)
@@ -585,14 +647,14 @@ class SqlStore:
                 )
 
     def job(self, job_id: str) -> TuningRun:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             row = conn.execute(sa.select(t.tuning_jobs.c.run).where(t.tuning_jobs.c.id == job_id)).first()
         if row is None:
             raise NotFoundError(f"no tuning job {job_id!r}")
         return TuningRun.model_validate(row.run)
 
     def jobs(self, *, limit: int = 100) -> list[TuningRun]:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             rows = conn.execute(
                 sa.select(t.tuning_jobs.c.run).order_by(t.tuning_jobs.c.created_at.desc()).limit(limit)
             ).all()
@@ -600,12 +662,12 @@ class SqlStore:
 
     # -- small state ------------------------------------------------------------------------
     def get_kv(self, key: str, default: Any = None) -> Any:
-        with self._engine.connect() as conn:
+        with self.reading() as conn:
             row = conn.execute(sa.select(t.kv.c.value).where(t.kv.c.key == key)).first()
         return default if row is None else row.value
 
     def set_kv(self, key: str, value: Any) -> None:
-        with self._engine.begin() as conn:
+        with self.writing() as conn:
             _upsert(conn, t.kv, "key", key, {"value": value})
 
 
@@ -614,6 +676,13 @@ def _upsert(conn: Connection, table: sa.Table, key_col: str, key: Any, values: d
     SQLite and PostgreSQL, inside the caller's transaction)."""
     if not conn.execute(table.update().where(table.c[key_col] == key).values(**values)).rowcount:
         conn.execute(table.insert().values({key_col: key, **values}))
+
+
+def _next_version(conn: Connection) -> int:
+    """The next policy version number: above every stored version and the floor."""
+    last = conn.execute(sa.select(sa.func.max(t.policy_versions.c.version))).scalar()
+    floor = conn.execute(sa.select(t.kv.c.value).where(t.kv.c.key == _FLOOR)).scalar()
+    return max(int(last or 0), int(floor or 0)) + 1
 
 
 def _pk(res: Any) -> int:
