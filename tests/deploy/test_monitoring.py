@@ -39,6 +39,7 @@ class _FakeEngine:
     paused = False
     mode = "auto"
     current_regime = None
+    owed_windows = 0
 
 
 class _FakeService:

@@ -115,12 +115,13 @@ class Workload:
         builder = None if keep_events else TraceBuilder(window_s=window_s)
         kept: list[EventBatch] = []
         take = kept.append if builder is None else builder.push
+        read = _Counted(batches)
         try:
-            frame = window_frame(batches, window_s=window_s, n_buckets=n_buckets, on_batch=take)
+            frame = window_frame(read, window_s=window_s, n_buckets=n_buckets, on_batch=take)
         except InputError:
-            if not (kept or (builder is not None and builder.n)):
+            if read.done and read.events == 0:  # read to its end, and nothing in it
                 raise InputError("cannot tune on an empty trace") from None
-            raise
+            raise  # a malformed record: its file and line
         return cls.from_frame(
             frame,
             detector=detector,
@@ -216,6 +217,30 @@ class Workload:
         """Windows per label, :data:`NO_REGIME` included when there are any."""
         ids, counts = np.unique(self.labels, return_counts=True)
         return {int(r): int(n) for r, n in zip(ids, counts, strict=True)}
+
+
+
+
+class _Counted:
+    """Batches passed through, counting their events and noting whether they ran out (an
+    error raised while reading is not an empty trace)."""
+
+    def __init__(self, batches: Iterable[EventBatch]) -> None:
+        self._it = iter(batches)
+        self.events = 0
+        self.done = False
+
+    def __iter__(self) -> _Counted:
+        return self
+
+    def __next__(self) -> EventBatch:
+        try:
+            b = next(self._it)
+        except StopIteration:
+            self.done = True
+            raise
+        self.events += len(b)
+        return b
 
 
 __all__ = ["NO_REGIME", "Workload", "policy_labels"]
