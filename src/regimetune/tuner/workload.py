@@ -219,8 +219,6 @@ class Workload:
         return {int(r): int(n) for r, n in zip(ids, counts, strict=True)}
 
 
-
-
 class _Counted:
     """Batches passed through, counting their events and noting whether they ran out (an
     error raised while reading is not an empty trace)."""
