@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from regimetune.cli.output import print_tables, regime_name, since_start
+from regimetune.cli.output import prepare_output, print_tables, regime_name, since_start
 from regimetune.cli.traces import (
     ColumnsOpt,
     DelimiterOpt,
@@ -23,6 +23,7 @@ from regimetune.cli.traces import (
     WriteOpOpt,
     fail_cleanly,
     progress,
+    report_reading,
     trace_options,
 )
 from regimetune.models import (
@@ -237,6 +238,8 @@ def detect_cmd(
             raise ConfigError("--state saves the online detector; it does not apply to --paper")
         if report is not None and report.suffix.lower() not in (".html", ".htm"):
             raise ConfigError(f"--report must end in .html, got {report.name!r}")
+        for path in (plot, report, state):
+            prepare_output(path)
         opts = trace_options(
             fmt=fmt,
             columns=columns,
@@ -250,6 +253,7 @@ def detect_cmd(
         reader = opts.open(trace)
         with progress(None, label="windowing") as prog:
             frame = window_frame(_counted(reader, prog), window_s=window)
+        report_reading(reader)
         if len(frame) < 2:
             raise ConfigError(
                 f"the trace spans a single window of {window:g} s; pass a shorter --window "
@@ -262,6 +266,7 @@ def detect_cmd(
             "window_s": window,
             "trace_start": origin,
         }
+        no_regime: str | None = None
         if paper:
             r = paper_kmeans(frame, k=4 if k is None else k)
             segments, changes, labels = r.segments, [], r.labels
@@ -281,6 +286,8 @@ def detect_cmd(
             centroids = _segment_points(frame, segments)
             out |= {"mode": "online", "n_regimes": h.n_regimes}
             title = f"{trace.name}: online detector, {h.n_regimes} regimes"
+            if not h.n_regimes:
+                no_regime = _no_regime_hint(trace.name, frame, det.params.min_regime_s)
             if state is not None:
                 det.save(state)
         out["segments"] = [_segment_json(s) for s in segments]
@@ -306,7 +313,10 @@ def detect_cmd(
             typer.echo(json.dumps(out, indent=2))
             return
         console = Console()
-        print_tables(console, _segments_table(title, segments, origin))
+        if no_regime is not None:
+            console.print(no_regime, highlight=False)
+        else:
+            print_tables(console, _segments_table(title, segments, origin))
         if changes:
             print_tables(console, _changes_table(changes, origin))
         if (hindsight := hindsight_note(changes, int(frame["index"][-1]))) is not None:
@@ -325,6 +335,18 @@ def detect_cmd(
             console.print(f"wrote the report to {report}", highlight=False)
         if state is not None:
             console.print(f"saved detector state to {state}", highlight=False)
+
+
+def _no_regime_hint(name: str, frame: WindowFrame, min_regime_s: float) -> str:
+    """What to do when the online detector confirmed no regime: a level is a regime once it
+    has held ``min_regime_s``, which a short trace may never reach."""
+    span = float(frame["start"][-1] + frame["length"][-1] - frame["start"][0])
+    shorter = max(min(min_regime_s, span) / 4, 10 * float(frame["length"].max()))
+    return (
+        f"{name}: online detector, no regime confirmed in {span:,.0f} s of trace: a level is a regime "
+        f"once it has held min_regime_s ({min_regime_s:g} s). Detect shorter regimes with "
+        f"--param min_regime_s={shorter:.0f}, or give a longer trace."
+    )
 
 
 def online_detector(window: float | None, k: int | None, params: list[str] | None) -> OnlineRegimeDetector:

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from regimetune.cli.detect import DetectorParamOpt, online_detector
-from regimetune.cli.output import print_tables
+from regimetune.cli.output import prepare_output, print_tables
 from regimetune.cli.traces import (
     ColumnsOpt,
     DelimiterOpt,
@@ -27,11 +27,15 @@ from regimetune.cli.traces import (
     ReadOpOpt,
     SkipBadOpt,
     TimeUnitOpt,
+    WindowOpt,
     WriteOpOpt,
     fail_cleanly,
+    renamed,
+    report_reading,
     trace_options,
 )
 from regimetune.models.errors import ConfigError
+from regimetune.models.windows import DEFAULT_WINDOW_S
 
 _BASELINE_LABELS = {
     "unlimited": "unlimited",
@@ -145,7 +149,7 @@ def tune_cmd(
         float,
         typer.Option("--memory-weight", min=0.0, help="Weight of memory (and of exceeding the budget)."),
     ] = 1.0,
-    window: Annotated[float, typer.Option("--window", help="Window length in seconds.")] = 10.0,
+    window: WindowOpt = DEFAULT_WINDOW_S,
     store_ops: Annotated[
         float | None,
         typer.Option(
@@ -188,9 +192,13 @@ def tune_cmd(
             "0.25) or campaigns (rescale; default 0.5).",
         ),
     ] = None,
-    workers: Annotated[
-        int, typer.Option("--workers", min=0, help="Local processes for evaluations (0: in this process).")
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", "-j", min=0, help="Local processes for evaluations (0: in this process)."),
     ] = 2,
+    jobs_old: Annotated[
+        int | None, typer.Option("--workers", min=0, hidden=True, help="Old name of --jobs.")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the optimizer.")] = 0,
     param: DetectorParamOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the policy file (JSON) here.")] = None,
@@ -224,8 +232,8 @@ def tune_cmd(
             raise ConfigError(f"--report must end in .html, got {report.name!r}")
         if objective not in ("cache", "rescale"):
             raise ConfigError(f"--objective must be 'cache' or 'rescale', got {objective!r}")
-        if not window > 0:
-            raise ConfigError(f"--window must be positive, got {window}")
+        prepare_output(out)
+        prepare_output(report)
         from regimetune.tuner import (
             CacheConfig,
             CacheObjective,
@@ -265,10 +273,12 @@ def tune_cmd(
             task = prog.add_task("reading", total=None)
             batches = []
             n = 0
-            for b in opts.open(trace):
+            reader = opts.open(trace)
+            for b in reader:
                 batches.append(b)
                 n += len(b)
                 prog.update(task, description=f"reading ({n:,} events)")
+            report_reading(reader)
             prog.update(task, description="windows, regimes")
             workload = Workload.from_batches(batches, window_s=window, detector=detector, name=str(trace))
 
@@ -276,8 +286,8 @@ def tune_cmd(
                 prog.update(task, description="tuning", completed=done, total=total)
 
             result = tune(
-                workload, objective, config=config, validation=Validation(holdout=holdout), workers=workers,
-                progress=on_progress,
+                workload, objective, config=config, validation=Validation(holdout=holdout),
+                workers=renamed(jobs, jobs_old), progress=on_progress,
             )  # fmt: skip
             if report is not None:
                 prog.update(task, description="report")
