@@ -39,7 +39,7 @@ from regimetune.models import (
 from regimetune.reports.page import SEGMENT_HEADERS, hindsight_note, segment_cells
 
 if TYPE_CHECKING:
-    from regimetune.regimes import OnlineRegimeDetector
+    from regimetune.regimes import DetectorParams, OnlineRegimeDetector
 
 #: ``--param NAME=VALUE``: one detector parameter, for every command that detects regimes.
 DetectorParamOpt = Annotated[
@@ -287,7 +287,7 @@ def detect_cmd(
             out |= {"mode": "online", "n_regimes": h.n_regimes}
             title = f"{trace.name}: online detector, {h.n_regimes} regimes"
             if not h.n_regimes:
-                no_regime = _no_regime_hint(trace.name, frame, det.params.min_regime_s)
+                no_regime = _no_regime_hint(trace.name, frame, det.params)
             if state is not None:
                 det.save(state)
         out["segments"] = [_segment_json(s) for s in segments]
@@ -337,15 +337,17 @@ def detect_cmd(
             console.print(f"saved detector state to {state}", highlight=False)
 
 
-def _no_regime_hint(name: str, frame: WindowFrame, min_regime_s: float) -> str:
+def _no_regime_hint(name: str, frame: WindowFrame, params: DetectorParams) -> str:
     """What to do when the online detector confirmed no regime: a level is a regime once it
-    has held ``min_regime_s``, which a short trace may never reach."""
+    has held ``min_regime_s``, which a short trace may never reach; the value suggested leaves
+    the detector a fifth of the trace (at least ``dwell_s``)."""
     span = float(frame["start"][-1] + frame["length"][-1] - frame["start"][0])
-    shorter = max(min(min_regime_s, span) / 4, 10 * float(frame["length"].max()))
+    window = float(frame["length"].max())
+    shorter = max(window * round(min(params.min_regime_s, span) / 5 / window), params.dwell_s)
     return (
         f"{name}: online detector, no regime confirmed in {span:,.0f} s of trace: a level is a regime "
-        f"once it has held min_regime_s ({min_regime_s:g} s). Detect shorter regimes with "
-        f"--param min_regime_s={shorter:.0f}, or give a longer trace."
+        f"once it has held min_regime_s ({params.min_regime_s:g} s). Detect shorter regimes with "
+        f"--param min_regime_s={shorter:g}, or give a longer trace."
     )
 
 
