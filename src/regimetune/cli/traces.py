@@ -56,6 +56,9 @@ SimWorkersOpt = Annotated[
     ),
 ]
 """Workers of a generated ParSplice run (not processes of this machine: that is ``--jobs``)."""
+OldWorkersOpt = Annotated[
+    int | None, typer.Option("--workers", hidden=True, help="Old name of --sim-workers.")
+]
 FormatOpt = Annotated[
     str | None,
     typer.Option(
@@ -89,11 +92,6 @@ DelimiterOpt = Annotated[
 ]
 NoHeaderOpt = Annotated[
     bool, typer.Option("--no-header", help="The first line is data, not a header (default: guess).")
-]
-
-
-OldWorkersOpt = Annotated[
-    int | None, typer.Option("--workers", hidden=True, help="Old name of --sim-workers.")
 ]
 
 
@@ -349,14 +347,20 @@ __all__ = [
     "DelimiterOpt",
     "FormatOpt",
     "NoHeaderOpt",
+    "OldWorkersOpt",
     "ReadOpOpt",
+    "ServiceWindowOpt",
+    "SimWorkersOpt",
     "SkipBadOpt",
     "TimeUnitOpt",
     "TraceOptions",
+    "WindowOpt",
     "WriteOpOpt",
     "fail_cleanly",
     "progress",
     "register",
+    "renamed",
+    "report_reading",
     "summary_table",
     "trace_options",
 ]
