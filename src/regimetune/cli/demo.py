@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -37,6 +37,9 @@ from rich.table import Table
 from regimetune.cli.output import print_tables, regime_name
 from regimetune.cli.traces import OldWorkersOpt, SimWorkersOpt, WindowOpt, renamed
 from regimetune.models import DEFAULT_WINDOW_S, ConfigError
+
+if TYPE_CHECKING:
+    from regimetune.collectors import GeneratorConfig
 
 console = Console()
 
@@ -204,7 +207,7 @@ def start_processes(root: Path, *, port: int, window_s: float) -> Processes:
     return p
 
 
-def demo_workload(workers: int, seed: int) -> Any:
+def demo_workload(workers: int, seed: int) -> GeneratorConfig:
     """The run the demo replays: four hours of the ``parsplice`` preset (flash crowd, decline,
     two plateaus), long enough that each regime is confirmed online (:data:`DEMO_RUN_S`)."""
     from regimetune.collectors import GeneratorConfig
@@ -426,7 +429,7 @@ def _print_still_serving(p: Processes) -> None:
     )
 
 
-def _start_tuning(root: Path, base: str, headers: dict[str, str], cfg: Any) -> list[str]:
+def _start_tuning(root: Path, base: str, headers: dict[str, str], cfg: GeneratorConfig) -> list[str]:
     """Upload yesterday's run (same workload, another seed, with a bucket column) as two
     tuning jobs that apply their per-regime results: the cache limits and, since the run has
     buckets, the W_L/W_D/W_T weights (each job keeps the other half of a regime's policy)."""
