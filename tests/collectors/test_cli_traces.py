@@ -19,7 +19,8 @@ runner = CliRunner()
 def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     p = tmp_path_factory.mktemp("cli") / "g.csv"
     r = runner.invoke(
-        app, ["generate", str(p), "--duration", "300", "--sim-workers", "8", "--seed", "3", "--preset", "classic"]
+        app,
+        ["generate", str(p), "--duration", "300", "--sim-workers", "8", "--seed", "3", "--preset", "classic"],
     )
     assert r.exit_code == 0, r.output
     assert "wrote" in r.output
