@@ -21,11 +21,15 @@ RUN useradd --system --uid 10001 --home-dir /var/lib/regimetune --create-home re
     && mkdir -p /var/lib/regimetune/backend /var/lib/regimetune/demo /var/lib/regimetune/uploads \
     && chown -R regimetune:regimetune /var/lib/regimetune
 COPY --from=build /opt/regimetune /opt/regimetune
-# The regime detector's numba loop, compiled into the image: a container loads it instead of
-# compiling it (tens of CPU-seconds) on its first window.
-RUN python -c "from regimetune.regimes.detector import compile_kernel; compile_kernel()" \
-    && chmod -R a+rX /opt/regimetune/numba
+# The numba kernels, compiled into the image by the user that runs it, into a cache it owns:
+# numba uses a cache directory only if it can write there (it tries), so a cache compiled by
+# root would be passed over and every container would compile its own on its first window.
+# numba keys its cache on the CPU model too: for hosts with another CPU than the one that
+# builds the image, add NUMBA_CPU_NAME=generic to the ENV above (portable code, compiled once).
+COPY deploy/warm-up.sh /opt/regimetune/warm-up.sh
+RUN install -d -o regimetune -g regimetune /opt/regimetune/numba
 USER regimetune
+RUN sh /opt/regimetune/warm-up.sh
 WORKDIR /var/lib/regimetune
 EXPOSE 8080
 # Ready once the store answers and the engine runs; the image has no curl, Python asks.

@@ -101,7 +101,8 @@ def test_plots_read_time_since_the_trace_start(epoch_trace: Path) -> None:
 def test_demo_keep_running_prints_the_write_token(monkeypatch) -> None:
     buf = io.StringIO()
     monkeypatch.setattr(demo, "console", Console(file=buf, width=200))
-    demo._print_still_serving("http://127.0.0.1:4567", "tok-123_abc")
+    procs = demo.Processes(None, None, "http://127.0.0.1:4568", "http://127.0.0.1:4567", "tok-123_abc", "b")  # type: ignore[arg-type]
+    demo._print_still_serving(procs)
     out = buf.getvalue()
     assert "write token: tok-123_abc" in out
     assert "export TOKEN=tok-123_abc" in out

@@ -92,7 +92,7 @@ def cache_report(
             *short_regimes,
             "--budget",
             "10",
-            "--workers",
+            "--jobs",
             "0",
             "--json",
             "--report",

@@ -19,7 +19,8 @@ runner = CliRunner()
 def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     p = tmp_path_factory.mktemp("cli") / "g.csv"
     r = runner.invoke(
-        app, ["generate", str(p), "--duration", "300", "--workers", "8", "--seed", "3", "--preset", "classic"]
+        app,
+        ["generate", str(p), "--duration", "300", "--sim-workers", "8", "--seed", "3", "--preset", "classic"],
     )
     assert r.exit_code == 0, r.output
     assert "wrote" in r.output
@@ -34,7 +35,7 @@ def test_generate_writes_a_labelled_trace(trace: Path) -> None:
 
 def test_generate_a_preset(tmp_path: Path) -> None:
     p = tmp_path / "s.parquet"
-    args = ["generate", str(p), "--duration", "600", "--workers", "16", "--preset", "stationary"]
+    args = ["generate", str(p), "--duration", "600", "--sim-workers", "16", "--preset", "stationary"]
     r = runner.invoke(app, [*args, "--seed", "2"])
     assert r.exit_code == 0, r.output
     b = EventBatch.concat(list(read_trace(p)))
@@ -46,7 +47,7 @@ def test_generate_a_preset(tmp_path: Path) -> None:
 def test_generate_other_formats_and_buckets(tmp_path: Path, fmt: str, suffix: str) -> None:
     p = tmp_path / f"g.{suffix}"
     r = runner.invoke(
-        app, ["generate", str(p), "--duration", "60", "--workers", "4", "--buckets", "8", "--format", fmt]
+        app, ["generate", str(p), "--duration", "60", "--sim-workers", "4", "--buckets", "8", "--format", fmt]
     )
     assert r.exit_code == 0, r.output
     b = EventBatch.concat(list(read_trace(p)))
@@ -144,7 +145,7 @@ def test_truncated_oracle_exits_2(tmp_path: Path) -> None:
 
 def test_truncated_gzip_and_backwards_time_exit_2(trace: Path, tmp_path: Path) -> None:
     gz = tmp_path / "t.csv.gz"
-    r = runner.invoke(app, ["generate", str(gz), "--duration", "60", "--workers", "4"])
+    r = runner.invoke(app, ["generate", str(gz), "--duration", "60", "--sim-workers", "4"])
     assert r.exit_code == 0, r.output
     gz.write_bytes(gz.read_bytes()[:-100])
     r = runner.invoke(app, ["windows", str(gz)])

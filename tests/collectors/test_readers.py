@@ -111,8 +111,10 @@ def test_custom_ops_and_delimiter(tmp_path: Path) -> None:
         ("x,9,get", "timestamp 'x' is not a number"),
         ("nan,9,get", "not finite"),
         ("3.0,9,delete", "unknown op 'delete'"),
-        ("0.5,9,get", "goes back more than 1.0 s"),
+        ("0.5,9,get", "timestamp 0.5 goes back more than 1.0 s"),
         ("3.0,-4,get", "out of range"),
+        ("-3.0,9,get", "timestamp '-3.0' is negative"),
+        ("7.9e18,9,get", "timestamp '7.9e18' is after the year 9999 in seconds: is it the time column?"),
     ],
 )
 def test_bad_csv_line_is_named_or_skipped(tmp_path: Path, line: str, reason: str) -> None:
@@ -128,6 +130,67 @@ def test_bad_csv_line_is_named_or_skipped(tmp_path: Path, line: str, reason: str
     got = EventBatch.concat(list(reader))
     assert len(got) == 45
     assert reader.bad_records == 1
+
+
+def test_an_unknown_op_names_the_options_that_fix_it(tmp_path: Path) -> None:
+    p = tmp_path / "kv.csv"
+    p.write_text(
+        "1504334611,DBMemoryPut,0,14045287823504495930\n1504334611,DBMemoryGet,0,14045287823504495930\n"
+    )
+    with pytest.raises(TraceFormatError) as err:
+        _read_all(p, spec=TraceSpec(columns="ts,op,-,key"))
+    msg = str(err.value)
+    assert msg.startswith(f"{p}:1: unknown op 'DBMemoryPut' (reads: 0, 28, get, r, read; writes: ")
+    assert msg.endswith("name this trace's ops with --read-op and --write-op")
+    spec = TraceSpec(
+        columns="ts,op,-,key", read_ops=frozenset({"DBMemoryGet"}), write_ops=frozenset({"DBMemoryPut"})
+    )
+    assert _read_all(p, spec=spec).op.tolist() == [1, 0]
+
+
+def test_swapped_columns_fail_on_the_first_line(tmp_path: Path) -> None:
+    """A 64-bit key read as the time (columns swapped) is refused at once, not where the keys
+    first go down, and the message holds no numpy repr."""
+    p = tmp_path / "kv.csv"
+    rows = [f"{1504334611 + i // 1000},DBMemoryGet,0,14045287823504495930" for i in range(5000)]
+    p.write_text("\n".join(rows) + "\n")
+    spec = TraceSpec(columns="key,op,-,ts", read_ops=frozenset({"DBMemoryGet"}), write_ops=frozenset({"x"}))
+    with pytest.raises(TraceFormatError) as err:
+        _read_all(p, spec=spec, chunk_rows=256)
+    assert err.value.line == 1
+    assert "'14045287823504495930' is after the year 9999 in seconds" in str(err.value)
+    assert "--columns and --time-unit" in str(err.value) and "np." not in str(err.value)
+    # nanoseconds read as seconds: the same message points at --time-unit
+    ns = tmp_path / "ns.csv"
+    ns.write_text("ts,key\n1504334611000000000,1\n")
+    with pytest.raises(TraceFormatError, match=r"ns\.csv:2: .* --time-unit"):
+        _read_all(ns)
+    assert _read_all(ns, spec=TraceSpec(time_unit="ns")).ts.tolist() == [1504334611.0]
+
+
+@pytest.mark.parametrize(
+    ("column", "reason"),
+    [
+        ({"ts": [1.0, -2.0, 3.0], "key": [1, 2, 3]}, "record 2: timestamp -2.0 is negative"),
+        ({"ts": [1.0, 2.0, 7.9e18], "key": [1, 2, 3]}, "record 3: timestamp 7.9e+18 is after the year 9999"),
+        (
+            {"ts": [1.0, 2.0, 3.0], "key": [1, 2, 3], "op": ["get", "DBMemoryPut", "get"]},
+            "record 2: unknown op 'DBMemoryPut' (reads: ",
+        ),
+    ],
+)
+def test_parquet_bad_times_and_ops_are_named(
+    tmp_path: Path, column: dict[str, list[object]], reason: str
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "t.parquet"
+    pq.write_table(pa.table(column), p)
+    with pytest.raises(TraceFormatError) as err:
+        _read_all(p)
+    assert reason in str(err.value)
+    assert len(_read_all(p, skip_bad=1)) == 2
 
 
 def test_skip_budget_exceeded_names_the_line_past_the_budget(tmp_path: Path) -> None:

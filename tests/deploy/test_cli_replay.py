@@ -4,21 +4,24 @@ resends recognised, refusals and unreachable services reported in one line."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import typer.main
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from regimetune.api import create_app, load_settings
+from regimetune.cli.demo import free_port, spawn, stop, wait_ready
 from regimetune.cli.main import app
 from regimetune.cli.replay import Replayer, paced, split
 from regimetune.client.ingest import IngestClient, WindowCounts, count_windows
 from regimetune.collectors import GeneratorConfig, generate, write_events
-from regimetune.models import ConfigError, InputError
+from regimetune.models import ConfigError, EventBatch, InputError
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -156,18 +159,95 @@ def test_an_unreachable_service_fails_after_the_retries() -> None:
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
-    r = CliRunner().invoke(app, ["replay", str(tmp_path / "none.csv"), "--url", "http://127.0.0.1:9"])
-    assert isinstance(r.exception, InputError) and "no such trace file" in str(r.exception)
+    def fails(*args: str) -> str:
+        r = CliRunner().invoke(app, ["replay", *args])
+        assert r.exit_code == 2, r.output
+        assert r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
+        return r.output
+
+    assert "no such trace file" in fails(str(tmp_path / "none.csv"), "--url", "http://127.0.0.1:9")
     trace = tmp_path / "t.csv"
     write_events(generate(GeneratorConfig(duration_s=120, workers=4, seed=0)), trace)
-    r = CliRunner().invoke(app, ["replay", str(trace), "--url", "http://127.0.0.1:9", "--wait", "0"])
-    assert isinstance(r.exception, ConfigError) and "not ready" in str(r.exception)
-    r = CliRunner().invoke(app, ["replay", str(trace), "--url", "http://x", "--format", "xml"])
-    assert r.exit_code == 2 and "--format" in r.output
+    assert "not ready" in fails(str(trace), "--url", "http://127.0.0.1:9", "--wait", "0")
+    # --format is the trace's format, as in every command; the request body is --body
+    assert "--body json" in fails(str(trace), "--url", "http://x", "--format", "json")
+    r = CliRunner().invoke(app, ["replay", str(trace), "--url", "http://x", "--body", "xml"])
+    assert r.exit_code == 2 and "--body" in r.output
 
 
 def test_help_documents_the_options() -> None:
     r = CliRunner().invoke(app, ["replay", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
-    for opt in ("--url", "--speed", "--fast", "--format", "--daemons", "--token", "REGIMETUNE_REPLAY_TOKEN"):
+    for opt in ("--url", "--speed", "--fast", "--body", "--daemons", "--token", "REGIMETUNE_REPLAY_TOKEN"):
         assert opt in r.output
+    # the trace options are detect's, by the same definitions
+    detect = {p.name: p for p in typer.main.get_command(app).commands["detect"].params}  # type: ignore[attr-defined]
+    replay = {p.name: p for p in typer.main.get_command(app).commands["replay"].params}  # type: ignore[attr-defined]
+    for name in ("fmt", "columns", "read_op", "write_op", "time_unit", "skip_bad", "delimiter", "no_header"):
+        assert replay[name].opts == detect[name].opts and replay[name].help == detect[name].help
+
+
+@pytest.fixture(scope="module")
+def live_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The service as a real process on 127.0.0.1 (replay speaks HTTP to a URL)."""
+    tmp = tmp_path_factory.mktemp("live")
+    port = free_port()
+    env = {
+        "REGIMETUNE_STORE__URL": f"sqlite:///{tmp / 'service.db'}",
+        "REGIMETUNE_AUTH__WRITE_TOKENS": json.dumps([TOKEN]),
+    }
+    proc = spawn(["serve", "--host", "127.0.0.1", "--port", str(port)], env, tmp / "service.log")
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz", proc, tmp / "service.log")
+    except ConfigError as exc:
+        stop(proc)
+        pytest.skip(f"the service did not start: {exc}")
+    yield f"http://127.0.0.1:{port}"
+    stop(proc)
+
+
+def _parsplice_csv(path: Path, cfg: GeneratorConfig) -> int:
+    """A generated run written as real ParSplice traces are: ``ts,op,dbid,key`` without a
+    header, ops DBMemoryGet / DBMemoryPut, keys spread over 64 bits; returns the number of
+    requests."""
+    batch = EventBatch.concat(list(generate(cfg)))
+    ops = np.where(batch.op == 0, "DBMemoryGet", "DBMemoryPut")
+    keys = batch.key * np.uint64(0x9E3779B97F4A7C15)  # a bijection on 64-bit keys (wraps)
+    path.write_text("".join(f"{t:.3f},{o},0,{k}\n" for t, o, k in zip(batch.ts, ops, keys, strict=True)))
+    return len(batch)
+
+
+def test_replay_takes_detects_column_options(live_service: str, tmp_path: Path) -> None:
+    trace = tmp_path / "kv.csv"
+    n = _parsplice_csv(trace, GeneratorConfig(duration_s=600, workers=4, seed=5))
+    base = ["replay", str(trace), "--url", live_service, "--token", TOKEN, "--fast", "--json"]
+    # without the op names, the first record says what is wrong and what fixes it
+    r = CliRunner().invoke(app, [*base, "--columns", "ts,op,-,key"])
+    assert r.exit_code == 2
+    assert (
+        f"{trace}:1: unknown op 'DBMemoryPut'" in r.output
+        or f"{trace}:1: unknown op 'DBMemoryGet'" in r.output
+    )
+    assert "--read-op" in r.output and "--write-op" in r.output
+    ops = ["--read-op", "DBMemoryGet", "--write-op", "DBMemoryPut"]
+    r = CliRunner().invoke(app, [*base, "--columns", "ts,op,-,key", *ops, "--run-id", "kv"])
+    assert r.exit_code == 0, r.output
+    stats = json.loads(r.output.strip().splitlines()[-1])
+    assert stats["requests"] == n and stats["windows"] == 61  # 10-s windows, the service's default
+    # columns swapped: the key read as the time stops the replay at the first line, readably
+    r = CliRunner().invoke(app, [*base, "--columns", "key,op,-,ts", *ops, "--run-id", "swapped"])
+    assert r.exit_code == 2
+    assert f"{trace}:1: timestamp" in r.output and "--columns" in r.output and "np." not in r.output
+
+
+@pytest.mark.shared_data
+def test_replay_a_real_parsplice_trace(live_service: str, shared_data: Path) -> None:
+    trace = shared_data / "parsplice" / "scale-workers-1M-1-71684.kv.csv.gz"
+    r = CliRunner().invoke(
+        app,
+        ["replay", str(trace), "--url", live_service, "--token", TOKEN, "--fast", "--json", "--windows", "20",
+         "--columns", "ts,op,-,key", "--read-op", "DBMemoryGet", "--write-op", "DBMemoryPut", "--run-id", "real"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    stats = json.loads(r.output.strip().splitlines()[-1])
+    assert stats["windows"] == 20 and stats["requests"] > 0 and stats["duplicates"] == 0

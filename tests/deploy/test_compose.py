@@ -78,10 +78,3 @@ def test_topology() -> None:
     assert svc["demo-daemon"]["command"][0] == "replay"
     assert svc["demo-daemon"]["depends_on"]["demo-trace"]["condition"] == "service_completed_successfully"
     assert svc["demo-daemon"]["depends_on"]["regimetune"]["condition"] == "service_healthy"
-
-
-def test_every_service_of_the_image_shares_one_build() -> None:
-    svc = compose()["services"]
-    ours = [n for n, s in svc.items() if s.get("image") == "regimetune:latest"]
-    assert set(ours) >= {"migrate", "regimetune", "backend", "dask-scheduler", "dask-worker", "demo-daemon"}
-    assert all(svc[n]["build"] == "." for n in ours)

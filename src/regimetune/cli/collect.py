@@ -28,9 +28,10 @@ import httpx
 import typer
 from rich.console import Console
 
+from regimetune.cli.traces import ServiceWindowOpt
 from regimetune.client.ingest import IngestClient
 from regimetune.collectors.base import WindowBatch
-from regimetune.models import ConfigError, InputError
+from regimetune.models import DEFAULT_WINDOW_S, ConfigError, InputError
 from regimetune.models.errors import ConflictError
 
 REST_KEY = 2**64 - 1
@@ -307,9 +308,7 @@ def collect(
     token: str | None = typer.Option(
         None, envvar="REGIMETUNE_COLLECT_TOKEN", help="Write token of the service (bearer)."
     ),
-    window: float = typer.Option(
-        1.0, "--window", min=1e-6, help="Window length in seconds; must be the service's engine.window_s."
-    ),
+    window: ServiceWindowOpt = DEFAULT_WINDOW_S,
     option: list[str] = typer.Option(
         [],
         "--option",

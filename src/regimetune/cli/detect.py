@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from regimetune.cli.output import print_tables, regime_name, since_start
+from regimetune.cli.output import prepare_output, print_tables, regime_name, since_start
 from regimetune.cli.traces import (
     ColumnsOpt,
     DelimiterOpt,
@@ -23,6 +23,7 @@ from regimetune.cli.traces import (
     WriteOpOpt,
     fail_cleanly,
     progress,
+    report_reading,
     trace_options,
 )
 from regimetune.models import (
@@ -38,7 +39,7 @@ from regimetune.models import (
 from regimetune.reports.page import SEGMENT_HEADERS, hindsight_note, segment_cells
 
 if TYPE_CHECKING:
-    from regimetune.regimes import OnlineRegimeDetector
+    from regimetune.regimes import DetectorParams, OnlineRegimeDetector
 
 #: ``--param NAME=VALUE``: one detector parameter, for every command that detects regimes.
 DetectorParamOpt = Annotated[
@@ -236,6 +237,8 @@ def detect_cmd(
             raise ConfigError("--state saves the online detector; it does not apply to --paper")
         if report is not None and report.suffix.lower() not in (".html", ".htm"):
             raise ConfigError(f"--report must end in .html, got {report.name!r}")
+        for path in (plot, report, state):
+            prepare_output(path)
         opts = trace_options(
             fmt=fmt,
             columns=columns,
@@ -249,6 +252,7 @@ def detect_cmd(
         reader = opts.open(trace)
         with progress(None, label="windowing") as prog:
             frame = window_frame(_counted(reader, prog), window_s=window)
+        report_reading(reader)
         if len(frame) < 2:
             raise ConfigError(
                 f"the trace spans a single window of {window:g} s; pass a shorter --window "
@@ -261,6 +265,7 @@ def detect_cmd(
             "window_s": window,
             "trace_start": origin,
         }
+        no_regime: str | None = None
         if paper:
             r = paper_kmeans(frame, k=4 if k is None else k)
             segments, changes, labels = r.segments, [], r.labels
@@ -280,6 +285,8 @@ def detect_cmd(
             centroids = _segment_points(frame, segments)
             out |= {"mode": "online", "n_regimes": h.n_regimes}
             title = f"{trace.name}: online detector, {h.n_regimes} regimes"
+            if not h.n_regimes:
+                no_regime = _no_regime_hint(trace.name, frame, det.params)
             if state is not None:
                 det.save(state)
         out["segments"] = [_segment_json(s) for s in segments]
@@ -305,7 +312,10 @@ def detect_cmd(
             typer.echo(json.dumps(out, indent=2))
             return
         console = Console()
-        print_tables(console, _segments_table(title, segments, origin))
+        if no_regime is not None:
+            console.print(no_regime, highlight=False)
+        else:
+            print_tables(console, _segments_table(title, segments, origin))
         if changes:
             print_tables(console, _changes_table(changes, origin))
         if (hindsight := hindsight_note(changes, int(frame["index"][-1]))) is not None:
@@ -324,6 +334,20 @@ def detect_cmd(
             console.print(f"wrote the report to {report}", highlight=False)
         if state is not None:
             console.print(f"saved detector state to {state}", highlight=False)
+
+
+def _no_regime_hint(name: str, frame: WindowFrame, params: DetectorParams) -> str:
+    """What to do when the online detector confirmed no regime: a level is a regime once it
+    has held ``min_regime_s``, which a short trace may never reach; the value suggested leaves
+    the detector a fifth of the trace (at least a block, ``block_s``)."""
+    span = float(frame["start"][-1] + frame["length"][-1] - frame["start"][0])
+    window = float(frame["length"].max())
+    shorter = max(window * round(min(params.min_regime_s, span) / 5 / window), params.block_s)
+    return (
+        f"{name}: online detector, no regime confirmed in {span:,.0f} s of trace: a level is a regime "
+        f"once it has held min_regime_s ({params.min_regime_s:g} s). Detect shorter regimes with "
+        f"--param min_regime_s={shorter:g}, or give a longer trace."
+    )
 
 
 def online_detector(window: float | None, k: int | None, params: list[str] | None) -> OnlineRegimeDetector:

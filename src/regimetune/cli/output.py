@@ -9,10 +9,13 @@ file or another program (or in a test), a table is printed at its natural width 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
+from regimetune.models.errors import ConfigError
 from regimetune.reports.page import since_start
 
 PIPE_WIDTH = 4000  # widest table printed whole into a pipe
@@ -41,6 +44,20 @@ def print_tables(console: Console, *tables: Table) -> None:
             wide.print(table)
 
 
+def prepare_output(path: Path | None) -> None:
+    """Make the directory an output file (``--out``, ``--report``, ``--plot``, ``--state``)
+    goes into, before the work starts: every output option takes a missing directory alike,
+    and a path that cannot be written fails now, not after minutes of work."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; name a file in it")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the directory of {path}: {exc.strerror or exc}") from None
+
+
 def regime_name(regime_id: int | None) -> str:
     """A regime id as printed: ``start`` for the 'from' side of the first regime.
 
@@ -50,4 +67,4 @@ def regime_name(regime_id: int | None) -> str:
     return "start" if regime_id is None else str(regime_id)
 
 
-__all__ = ["PIPE_WIDTH", "fold", "print_tables", "regime_name", "since_start"]
+__all__ = ["PIPE_WIDTH", "fold", "prepare_output", "print_tables", "regime_name", "since_start"]

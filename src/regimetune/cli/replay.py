@@ -19,10 +19,25 @@ import numpy as np
 import typer
 from rich.console import Console
 
+from regimetune.cli.traces import (
+    ColumnsOpt,
+    DelimiterOpt,
+    FormatOpt,
+    NoHeaderOpt,
+    ReadOpOpt,
+    ServiceWindowOpt,
+    SkipBadOpt,
+    TimeUnitOpt,
+    WriteOpOpt,
+    fail_cleanly,
+    report_reading,
+    trace_options,
+)
 from regimetune.client.ingest import IngestClient, WindowCounts
-from regimetune.models import ConfigError, InputError
+from regimetune.models import DEFAULT_WINDOW_S, ConfigError, InputError
 
-FORMATS = ("binary", "json")
+BODIES = ("binary", "json")
+"""Request bodies of ``--body``: the compact counts (POST /v1/ingest/counts) or JSON (POST /v1/ingest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,22 +200,17 @@ def wait_until_ready(url: str, timeout_s: float, *, sleep: Callable[[float], Non
 
 
 def replay(
-    trace: Path = typer.Argument(..., help="Trace file, any format 'regimetune windows' reads."),
+    trace: Path = typer.Argument(..., help="Trace file, any format 'regimetune detect' reads."),
     url: str = typer.Option(..., "--url", help="Base URL of the service, e.g. http://127.0.0.1:8080."),
     token: str | None = typer.Option(
         None, envvar="REGIMETUNE_REPLAY_TOKEN", help="Write token of the service (bearer)."
     ),
-    window: float = typer.Option(
-        1.0,
-        "--window",
-        min=1e-6,
-        help="Window length in trace seconds; must be the service's engine.window_s.",
-    ),
+    window: ServiceWindowOpt = DEFAULT_WINDOW_S,
     speed: float = typer.Option(
         1.0, min=1e-9, help="Trace seconds replayed per wall-clock second (1: real time)."
     ),
     fast: bool = typer.Option(False, "--fast", help="As fast as the service acknowledges (ignores --speed)."),
-    body: str = typer.Option("binary", "--format", help="Request body: binary (compact counts) or json."),
+    body: str = typer.Option("binary", "--body", help="Request body: binary (compact counts) or json."),
     daemons: int = typer.Option(
         1, min=1, max=256, help="Daemons sending in parallel, keys split by key modulo."
     ),
@@ -214,33 +224,51 @@ def replay(
     wait: float = typer.Option(30.0, min=0, help="Seconds to wait for the service's /readyz first."),
     retries: int = typer.Option(5, min=0, help="Resends of a batch after a connection error or a 5xx."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+    fmt: FormatOpt = None,
+    columns: ColumnsOpt = None,
+    read_op: ReadOpOpt = None,
+    write_op: WriteOpOpt = None,
+    time_unit: TimeUnitOpt = "s",
+    skip_bad: SkipBadOpt = 0,
+    delimiter: DelimiterOpt = None,
+    no_header: NoHeaderOpt = False,
 ) -> None:
     """Replay a trace into the service as storage daemons would: per-window per-key counts
-    through POST /v1/ingest/counts (or /v1/ingest with --format json), paced on the trace's
-    clock (--speed) or as fast as possible (--fast)."""
+    through POST /v1/ingest/counts (or /v1/ingest with --body json), paced on the trace's
+    clock (--speed) or as fast as possible (--fast). The trace options are detect's."""
     from itertools import islice
 
     from regimetune.client.ingest import count_windows
-    from regimetune.collectors import read_trace
 
-    if body not in FORMATS:
-        raise typer.BadParameter(f"one of {', '.join(FORMATS)}", param_hint="--format")
-    if not trace.is_file():
-        raise InputError(f"no such trace file: {trace}")
-    console = Console(stderr=True, soft_wrap=True)
-    wait_until_ready(url, wait)
-    windows: Iterable[WindowCounts] = count_windows(read_trace(trace), window)
-    if max_windows is not None:
-        windows = islice(windows, max_windows)
-    clients = [IngestClient(url, token=token, binary=body == "binary") for _ in range(daemons)]
-    pace = "as fast as possible" if fast else f"at {speed:g}x the trace's clock"
-    console.print(f"replaying {trace} into {url}: {daemons} daemon(s), {window:g} s windows, {pace}")
-    with Replayer(clients, run_id=run_id, chunk=chunk, retries=retries) as rep:
-        for i, wc in enumerate(paced(windows, speed=None if fast else speed)):
-            rep.send(wc)
-            if not as_json and (i + 1) % 50 == 0:
-                console.print(f"  {i + 1} windows sent (trace time {wc.start + wc.length:g} s)")
-        stats = rep.stats()
+    if body not in BODIES:
+        raise typer.BadParameter(f"one of {', '.join(BODIES)}", param_hint="--body")
+    with fail_cleanly():
+        if fmt in BODIES:
+            raise ConfigError(
+                f"--format is the trace's format (csv, jsonl, parquet, ...); the request body is --body {fmt}"
+            )
+        opts = trace_options(
+            fmt=fmt, columns=columns, read_op=read_op, write_op=write_op, time_unit=time_unit,
+            skip_bad=skip_bad, delimiter=delimiter, no_header=no_header,
+        )  # fmt: skip
+        if not trace.is_file():
+            raise InputError(f"no such trace file: {trace}")
+        reader = opts.open(trace)
+        console = Console(stderr=True, soft_wrap=True)
+        wait_until_ready(url, wait)
+        windows: Iterable[WindowCounts] = count_windows(reader, window)
+        if max_windows is not None:
+            windows = islice(windows, max_windows)
+        clients = [IngestClient(url, token=token, binary=body == "binary") for _ in range(daemons)]
+        pace = "as fast as possible" if fast else f"at {speed:g}x the trace's clock"
+        console.print(f"replaying {trace} into {url}: {daemons} daemon(s), {window:g} s windows, {pace}")
+        with Replayer(clients, run_id=run_id, chunk=chunk, retries=retries) as rep:
+            for i, wc in enumerate(paced(windows, speed=None if fast else speed)):
+                rep.send(wc)
+                if not as_json and (i + 1) % 50 == 0:
+                    console.print(f"  {i + 1} windows sent (trace time {wc.start + wc.length:g} s)")
+            stats = rep.stats()
+        report_reading(reader)
     if as_json:
         typer.echo(json.dumps(asdict(stats)))
         return

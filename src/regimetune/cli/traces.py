@@ -15,16 +15,17 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from regimetune.cli.output import print_tables
-from regimetune.collectors.spec import DEFAULT_READ_OPS, DEFAULT_WRITE_OPS, TraceSpec
+from regimetune.cli.output import prepare_output, print_tables
+from regimetune.collectors.spec import COUNT_ROLE, DEFAULT_READ_OPS, DEFAULT_WRITE_OPS, ROLES, TraceSpec
 from regimetune.models.errors import ConfigError, RegimetuneError
+from regimetune.models.windows import DEFAULT_WINDOW_S
 
 if TYPE_CHECKING:
     from regimetune.collectors import TraceReader
@@ -32,7 +33,32 @@ if TYPE_CHECKING:
     from regimetune.models.windows import WindowFrame
 
 EXIT_BAD_INPUT = 2
+T = TypeVar("T")
 
+WindowOpt = Annotated[
+    float,
+    typer.Option("--window", min=1e-6, help=f"Window length in seconds (default {DEFAULT_WINDOW_S:g})."),
+]
+"""``--window``: the same option, with the same default, in every command that cuts windows."""
+ServiceWindowOpt = Annotated[
+    float,
+    typer.Option(
+        "--window",
+        min=1e-6,
+        help=f"Window length in seconds; must be the service's engine.window_s (default {DEFAULT_WINDOW_S:g}).",
+    ),
+]
+"""``--window`` of a command that feeds the service: the service's window, same default."""
+SimWorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--sim-workers", min=1, help="Simulated ParSplice workers: scales rates and keyspace linearly."
+    ),
+]
+"""Workers of a generated ParSplice run (not processes of this machine: that is ``--jobs``)."""
+OldWorkersOpt = Annotated[
+    int | None, typer.Option("--workers", hidden=True, help="Old name of --sim-workers.")
+]
 FormatOpt = Annotated[
     str | None,
     typer.Option(
@@ -46,7 +72,7 @@ ColumnsOpt = Annotated[
     typer.Option(
         "--columns",
         help="Column roles by position ('ts,op,-,key', '-' skips) or by header name ('ts=time,key=lbn'). "
-        "Roles: ts, key, op, size, bucket, label.",
+        f"Roles: {', '.join(ROLES)}, and {COUNT_ROLE} (how many requests a record stands for).",
     ),
 ]
 ReadOpOpt = Annotated[
@@ -67,6 +93,26 @@ DelimiterOpt = Annotated[
 NoHeaderOpt = Annotated[
     bool, typer.Option("--no-header", help="The first line is data, not a header (default: guess).")
 ]
+
+
+def renamed(value: T, old_name_value: T | None) -> T:
+    """The value of an option that was renamed: what the old name (a hidden alias) gave, if
+    given, else the new name's.
+
+    >>> renamed(256, None), renamed(256, 64)
+    (256, 64)
+    """
+    return value if old_name_value is None else old_name_value
+
+
+def report_reading(reader: TraceReader) -> None:
+    """Say on stderr what a read left out: the bad records it skipped (``--skip-bad``) and
+    the reader's notes."""
+    err = Console(stderr=True)
+    if reader.bad_records:
+        err.print(f"skipped {reader.bad_records:,} bad record(s)", highlight=False)
+    for note in reader.notes:
+        err.print(f"note: {note}", highlight=False)
 
 
 @dataclass(frozen=True)
@@ -153,7 +199,8 @@ def generate_cmd(
         float, typer.Option("--growth", help="Stretch of the time axis (2 = twice as slow).")
     ] = 1.0,
     temperature: Annotated[float, typer.Option("--temperature", help="Widens the active keyspace.")] = 1.0,
-    workers: Annotated[int, typer.Option("--workers", help="Scales rates and keyspace linearly.")] = 256,
+    workers: SimWorkersOpt = 256,
+    workers_old: OldWorkersOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random generator.")] = 0,
     buckets: Annotated[int, typer.Option("--buckets", help="Hash keys into B buckets (0: none).")] = 0,
     timescale: Annotated[
@@ -180,7 +227,7 @@ def generate_cmd(
             duration_s=duration,
             growth=growth,
             temperature=temperature,
-            workers=workers,
+            workers=renamed(workers, workers_old),
             seed=seed,
             n_buckets=buckets,
             timescale_s=timescale,
@@ -193,7 +240,7 @@ def generate_cmd(
 
 def windows_cmd(
     trace: Annotated[Path, typer.Argument(help="Trace file.")],
-    window: Annotated[float, typer.Option("--window", help="Window length in seconds.")] = 1.0,
+    window: WindowOpt = DEFAULT_WINDOW_S,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Hot keys counted in topk_share.")] = 10,
     buckets: Annotated[int, typer.Option("--buckets", min=0, help="Per-bucket load over B buckets.")] = 0,
     exact_key_limit: Annotated[
@@ -213,10 +260,9 @@ def windows_cmd(
     from regimetune.collectors import window_frame, write_windows
 
     with fail_cleanly():
-        if not window > 0:
-            raise ConfigError(f"--window must be positive, got {window}")
         if out is not None and out.suffix.lower() not in (".csv", ".parquet", ".pq"):
             raise ConfigError(f"--out must end in .csv or .parquet, got {out.name!r}")
+        prepare_output(out)
         opts = trace_options(
             fmt=fmt,
             columns=columns,
@@ -237,10 +283,7 @@ def windows_cmd(
                 n_buckets=buckets,
             )
         console = Console()
-        if reader.bad_records:
-            Console(stderr=True).print(f"skipped {reader.bad_records} bad record(s)", highlight=False)
-        for note in reader.notes:
-            Console(stderr=True).print(f"note: {note}", highlight=False)
+        report_reading(reader)
         if out is not None:
             write_windows(frame, out)
             console.print(f"wrote {len(frame):,} windows to {out}", highlight=False)
@@ -304,14 +347,20 @@ __all__ = [
     "DelimiterOpt",
     "FormatOpt",
     "NoHeaderOpt",
+    "OldWorkersOpt",
     "ReadOpOpt",
+    "ServiceWindowOpt",
+    "SimWorkersOpt",
     "SkipBadOpt",
     "TimeUnitOpt",
     "TraceOptions",
+    "WindowOpt",
     "WriteOpOpt",
     "fail_cleanly",
     "progress",
     "register",
+    "renamed",
+    "report_reading",
     "summary_table",
     "trace_options",
 ]

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from regimetune.cli.detect import DetectorParamOpt, online_detector
-from regimetune.cli.output import print_tables
+from regimetune.cli.output import prepare_output, print_tables
 from regimetune.cli.traces import (
     ColumnsOpt,
     DelimiterOpt,
@@ -28,22 +28,16 @@ from regimetune.cli.traces import (
     ReadOpOpt,
     SkipBadOpt,
     TimeUnitOpt,
+    WindowOpt,
     WriteOpOpt,
     fail_cleanly,
+    renamed,
+    report_reading,
     trace_options,
 )
 from regimetune.models.errors import ConfigError
-
-_BASELINE_LABELS = {
-    "unlimited": "unlimited",
-    "lru_100k": "LRU 100K",
-    "two_phase_100k_10k": "100K -> 10K",
-    "kmeans_suggestion": "K-means",
-    "lru_scaled": "LRU 10K scaled",
-    "two_phase_scaled": "100K -> 10K scaled",
-    "lru_budget": "LRU at the memory budget",
-    "tuned": "tuned",
-}
+from regimetune.models.windows import DEFAULT_WINDOW_S
+from regimetune.reports.page import BASELINE_LABELS, BASELINE_NOTE, tuned_policy_text
 
 
 def _fraction(name: str, v: float, *, closed_low: bool = False) -> float:
@@ -72,23 +66,12 @@ def _print_cache_report(report: dict[str, Any], out: Path | None) -> None:
         table.add_column(col, justify="left" if col == "policy" else "right")
     table.add_row(*_row_cells("[bold]tuned[/]", best))
     for name, row in report["baselines"].items():
-        table.add_row(*_row_cells(_BASELINE_LABELS.get(name, name), row))
+        table.add_row(*_row_cells(BASELINE_LABELS.get(name, name), row))
     print_tables(con, table)
-    con.print(
-        "baselines: 100K -> 10K = unlimited until 100K keys then 10K (Sevilla et al.); K-means = "
-        "switch at the 3rd K-means regime's start to the keyspace size then",
-        highlight=False,
-    )
-    if best["switch"] == "time":
-        switch = f"at t = {best['switch_time_s']:.0f} s (detected 3rd regime start)"
-    elif best["high_watermark_keys"] <= 1:
-        switch = "from the start (no unlimited phase)"
-    else:
-        switch = f"when the cache holds {best['high_watermark_keys']:,} keys"
-    limits = ", ".join(f"regime {r}: {n:,} keys" for r, n in sorted(best["limits"].items()))
+    con.print(BASELINE_NOTE, highlight=False)
     obj = report["target"]
     con.print(
-        f"tuned policy: unlimited, then per-regime LRU limits {switch}; {limits}\n"
+        f"{tuned_policy_text(best)}\n"
         f"target: efficiency >= {obj['efficiency_target']}, memory <= {obj['memory_budget'] * 100:.1f}% "
         f"of unlimited; {report['optimizer']}, {report['n_evaluations']} evaluations; store "
         f"{report['store']['capacity_ops_s']:g} ops/s, miss cost {report['cost_model']['miss_cost']:g} x compute",
@@ -113,7 +96,7 @@ def _print_sweep(con: Console, report: dict[str, Any]) -> None:
     for m in sweep:
         table.add_column(m, justify="right")
     for n in names:
-        table.add_row(_BASELINE_LABELS.get(n, n), *(f"{sweep[m][n]:.4f}" for m in sweep))
+        table.add_row(BASELINE_LABELS.get(n, n), *(f"{sweep[m][n]:.4f}" for m in sweep))
     print_tables(con, table)
 
 
@@ -146,7 +129,7 @@ def tune_cmd(
         float,
         typer.Option("--memory-weight", min=0.0, help="Weight of memory (and of exceeding the budget)."),
     ] = 1.0,
-    window: Annotated[float, typer.Option("--window", help="Window length in seconds.")] = 10.0,
+    window: WindowOpt = DEFAULT_WINDOW_S,
     store_ops: Annotated[
         float | None,
         typer.Option(
@@ -189,9 +172,13 @@ def tune_cmd(
             "0.25) or campaigns (rescale; default 0.5).",
         ),
     ] = None,
-    workers: Annotated[
-        int, typer.Option("--workers", min=0, help="Local processes for evaluations (0: in this process).")
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", "-j", min=0, help="Local processes for evaluations (0: in this process)."),
     ] = 2,
+    jobs_old: Annotated[
+        int | None, typer.Option("--workers", min=0, hidden=True, help="Old name of --jobs.")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the optimizer.")] = 0,
     param: DetectorParamOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the policy file (JSON) here.")] = None,
@@ -225,8 +212,8 @@ def tune_cmd(
             raise ConfigError(f"--report must end in .html, got {report.name!r}")
         if objective not in ("cache", "rescale"):
             raise ConfigError(f"--objective must be 'cache' or 'rescale', got {objective!r}")
-        if not window > 0:
-            raise ConfigError(f"--window must be positive, got {window}")
+        prepare_output(out)
+        prepare_output(report)
         from regimetune.tuner import (
             CacheConfig,
             CacheObjective,
@@ -265,12 +252,15 @@ def tune_cmd(
         with _bar(as_json) as prog:
             task = prog.add_task("reading", total=None)
 
+            reader = opts.open(trace)
+
             def batches() -> Iterator[Any]:  # streamed: windowed and spooled one at a time
                 n = 0
-                for b in opts.open(trace):
+                for b in reader:
                     yield b
                     n += len(b)
                     prog.update(task, description=f"reading ({n:,} events)")
+                report_reading(reader)
                 prog.update(task, description="windows, regimes")
 
             workload = Workload.from_batches(
@@ -281,8 +271,8 @@ def tune_cmd(
                 prog.update(task, description="tuning", completed=done, total=total)
 
             result = tune(
-                workload, objective, config=config, validation=Validation(holdout=holdout), workers=workers,
-                progress=on_progress,
+                workload, objective, config=config, validation=Validation(holdout=holdout),
+                workers=renamed(jobs, jobs_old), progress=on_progress,
             )  # fmt: skip
             if report is not None:
                 prog.update(task, description="report")

@@ -68,7 +68,7 @@ class Validator:
             idx = np.flatnonzero(allbad)
             rmap = dict(zip(np.flatnonzero(bad).tolist(), reasons, strict=True))
             for i in idx.tolist():
-                reason = rmap.get(i) or f"timestamp {ts[i]!r} goes back more than {self.tolerance} s"
+                reason = rmap.get(i) or f"timestamp {float(ts[i])!r} goes back more than {self.tolerance} s"
                 if kind == "line":
                     self.fail(reason, line=int(where[i]))
                 else:

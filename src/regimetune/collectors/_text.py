@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import math
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,7 +157,7 @@ def _check_value(role: str, text: Any, spec: TraceSpec, *, string_keys: bool) ->
             return int(Op.WRITE), None
         if s in spec.skip_ops:
             return SKIP, None
-        return None, f"unknown op {text!r}"
+        return None, spec.unknown_op(text)
     if role == "key" and string_keys:
         if text is None or text in ("", b""):
             return None, "missing key"
@@ -170,9 +169,8 @@ def _check_value(role: str, text: Any, spec: TraceSpec, *, string_keys: bool) ->
             v = float(text)
         except (TypeError, ValueError):
             return None, f"timestamp {text!r} is not a number"
-        if not math.isfinite(v):
-            return None, f"timestamp {text!r} is not finite"
-        return v, None
+        problem = spec.time_problem(v * spec.time_scale, text)
+        return (v, None) if problem is None else (None, problem)
     try:
         if isinstance(text, float):
             raise ValueError
@@ -392,7 +390,7 @@ def iter_text(
         cols = fmt.parse(block)
         if cols is not None:
             cols["ts"] = spec.to_seconds(cols["ts"])
-            if not val.backwards(cols["ts"]).any():
+            if not (spec.bad_times(cols["ts"]).any() or val.backwards(cols["ts"]).any()):
                 val.accept(cols["ts"])
                 yield to_batch(cols)
                 continue

@@ -21,7 +21,7 @@ import dataclasses
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -311,6 +311,9 @@ def _prefetch(it: Iterator[EventBatch], depth: int) -> Iterator[EventBatch]:
 
 # -- parquet -----------------------------------------------------------------------------------
 
+Reason = str | Callable[[int], str]
+"""Why a flagged Parquet row is bad: one text for every row, or the text of row ``j``."""
+
 
 def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) -> Iterator[EventBatch]:
     source = str(path)
@@ -326,14 +329,14 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
         batches = pf.iter_batches(batch_size=chunk_rows, columns=cols_needed, use_threads=False)
         for rb in batches:
             cols: dict[str, np.ndarray] = {}
-            flags: list[tuple[np.ndarray, str]] = []
+            flags: list[tuple[np.ndarray, Reason]] = []
             drop = np.zeros(rb.num_rows, dtype=bool)  # skipped ops: dropped, not bad
             for role, i in roles.items():
                 col = rb.column(names[i])
                 if role == "op":
                     codes, unknown, skipped = op_codes(col, spec.read_ops, spec.write_ops, spec.skip_ops)
                     if unknown.any():
-                        flags.append((unknown, "unknown op"))
+                        flags.append((unknown, _op_reason(spec, col)))
                     drop |= skipped
                     cols["op"] = codes
                     continue
@@ -349,14 +352,15 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
                     flags.append((isnull, f"missing {role}"))
                     col = col.fill_null(0)
                 cols[role] = _cast(role, np.asarray(col.to_numpy(zero_copy_only=False)), flags)
-            cols["ts"] = spec.to_seconds(cols["ts"])
+            raw_ts, cols["ts"] = cols["ts"], spec.to_seconds(cols["ts"])
+            flags.append((spec.bad_times(cols["ts"]), _time_reason(spec, raw_ts, cols["ts"])))
             bad = np.zeros(rb.num_rows, dtype=bool)
             for m, _ in flags:
                 bad |= m
             reasons = []
             for j in np.flatnonzero(bad).tolist():
                 why = next(r for m, r in flags if m[j])
-                reasons.append(f"record {row0 + j + 1}: {why}")
+                reasons.append(f"record {row0 + j + 1}: {why if isinstance(why, str) else why(j)}")
             where = np.arange(row0 + 1, row0 + rb.num_rows + 1)
             if drop.any():
                 keep = ~drop
@@ -370,6 +374,14 @@ def _iter_parquet(path: Path, spec: TraceSpec, val: Validator, chunk_rows: int) 
         raise TraceFormatError(
             f"cannot read Parquet data near record {row0 + 1}: {exc}", source=source
         ) from exc
+
+
+def _op_reason(spec: TraceSpec, col: pa.Array) -> Callable[[int], str]:
+    return lambda j: spec.unknown_op(col[j].as_py())
+
+
+def _time_reason(spec: TraceSpec, raw: np.ndarray, seconds: np.ndarray) -> Callable[[int], str]:
+    return lambda j: str(spec.time_problem(float(seconds[j]), raw[j].item()))
 
 
 def _is_text(t: pa.DataType) -> bool:
@@ -386,7 +398,7 @@ _RANGES = {
 _DT = {"key": np.uint64, "size": np.uint32, "bucket": np.int32, "label": np.int16, "count": np.uint32}
 
 
-def _cast(role: str, arr: np.ndarray, flags: list[tuple[np.ndarray, str]]) -> np.ndarray:
+def _cast(role: str, arr: np.ndarray, flags: list[tuple[np.ndarray, Reason]]) -> np.ndarray:
     """Cast a Parquet column to the event dtype, flagging values that do not fit."""
     if role == "ts":
         if not np.issubdtype(arr.dtype, np.number):

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +35,9 @@ to 64 bits, see :mod:`regimetune.collectors.keys`) or ``auto`` (decided once, fr
 record's key)."""
 
 TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+LATEST_S = 253_402_300_800.0
+"""The first second of the year 10000 (Unix time): a later timestamp is not a time but another
+column (a key read as the ``ts`` column) or a wrong ``time_unit``."""
 _PER_SECOND: dict[str, float] = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 FORMATS: tuple[str, ...] = ("csv", "tsv", "jsonl", "parquet", "oracle")
 
@@ -134,6 +138,44 @@ class TraceSpec:
         if self.columns is not None:
             object.__setattr__(self, "_mapping", _parse_columns(self.columns))
 
+    def unknown_op(self, value: object) -> str:
+        """The reason given for a record whose op is neither a read nor a write op, with the
+        options that name this trace's ops.
+
+        >>> TraceSpec().unknown_op("DBMemoryPut")
+        "unknown op 'DBMemoryPut' (reads: 0, 28, get, r, read; writes: 1, 2a, put, set, w, write): name this trace's ops with --read-op and --write-op"
+        """
+        return (
+            f"unknown op {value!r} (reads: {', '.join(sorted(self.read_ops))}; writes: "
+            f"{', '.join(sorted(self.write_ops))}): name this trace's ops with --read-op and --write-op"
+        )
+
+    def bad_times(self, seconds: np.ndarray) -> np.ndarray:
+        """Mask of timestamps (already in seconds) that are not times: negative, not finite,
+        or past the year 9999 (:data:`LATEST_S`)."""
+        return ~((seconds >= 0.0) & (seconds < LATEST_S))
+
+    def time_problem(self, seconds: float, text: object) -> str | None:
+        """Why one timestamp (``text`` as read, ``seconds`` once converted) is not a time, or
+        None; the message names the options that would fix it.
+
+        >>> TraceSpec().time_problem(-5.0, "-5")
+        "timestamp '-5' is negative"
+        >>> TraceSpec().time_problem(7.9e18, "7.9e18")
+        "timestamp '7.9e18' is after the year 9999 in seconds: is it the time column? (check --columns and --time-unit)"
+        """
+        if not math.isfinite(seconds):
+            return f"timestamp {text!r} is not finite"
+        if seconds < 0:
+            return f"timestamp {text!r} is negative"
+        if seconds >= LATEST_S:
+            unit = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+            return (
+                f"timestamp {text!r} is after the year 9999 in {unit[self.time_unit]}: is it the time "
+                "column? (check --columns and --time-unit)"
+            )
+        return None
+
     @property
     def time_scale(self) -> float:
         """Seconds per unit of the ts column."""
@@ -203,6 +245,7 @@ class TraceSpec:
 __all__ = [
     "COUNT_ROLE",
     "KEY_TYPES",
+    "LATEST_S",
     "DEFAULT_READ_OPS",
     "DEFAULT_WRITE_OPS",
     "FORMATS",

@@ -435,7 +435,7 @@ class OnlineRegimeDetector(base.Clusterer):
         for s, t in part.segments():
             layer.feed(Piece.of(y[s - first : t - first], s, var, rules), rules)
         layer.finish(rules)
-        out = np.empty(len(y), dtype=np.int64)
+        out = np.full(len(y), -1, dtype=np.int64)  # -1: before the first regime
         for s, t, rid in layer.runs:
             out[max(s - first, 0) : t - first] = rid
         self._replay_kinds = dict(layer.kinds)

@@ -148,13 +148,12 @@ class RegimeLayer:
     def finish(self, rules: Rules, *, growing: bool = False) -> None:
         """Settle the pieces held back at the end of the blocks. ``growing``: the blocks go
         on (the service's reading), so the last piece may still settle into a level: the
-        held pieces make a transition only if those before it lasted ``min_regime_s``, and
-        the first regime is founded once the pieces held have."""
-        if growing and self.held:
-            if self.current is None and sum(q.n for q in self.held) < rules.min_blocks:
-                return  # nothing has lasted long enough to be the first regime
-            if self.current is not None and sum(q.n for q in self.held[:-1]) < rules.min_blocks:
-                return
+        held pieces make a transition only if those before it lasted ``min_regime_s``. The
+        first regime is founded once the pieces held have lasted ``min_regime_s``."""
+        if self.current is None and sum(q.n for q in self.held) < rules.min_blocks:
+            return  # nothing has lasted long enough to be the first regime
+        if growing and self.current is not None and sum(q.n for q in self.held[:-1]) < rules.min_blocks:
+            return
         late = self._settle(None, rules)
         if late:  # nothing founded a regime yet: they found one, a level unless they moved
             kind = TRANSITION if any(q.kind == TRANSITION for q in late) else LEVEL
