@@ -92,7 +92,10 @@ def test_detect_says_how_many_bad_records_it_skipped(short_trace: Path, tmp_path
 def test_a_trace_shorter_than_a_regime_gets_a_hint(short_trace: Path) -> None:
     r = runner.invoke(app, ["detect", str(short_trace)])
     assert r.exit_code == 0, r.output
-    assert "no regime confirmed" in r.output and "min_regime_s (900 s)" in r.output
+    from regimetune.regimes import DetectorParams
+
+    default = f"min_regime_s ({DetectorParams().min_regime_s:g} s)"
+    assert "no regime confirmed" in r.output and default in " ".join(r.output.split())
     assert "--param min_regime_s=" in r.output
     assert "0 regimes" not in r.output and "regime 0" not in r.output
     hinted = r.output.split("--param min_regime_s=")[1].split()[0].rstrip(",")
