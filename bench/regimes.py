@@ -1,32 +1,21 @@
 """Regime detection benchmark: realistic generated runs, river's seven TCPD series, the real
 CloudPhysics trace, and speed, side by side in one run, every method with its defaults.
 
-1. **Generated** (``--seed0``, default 70, ``--seeds`` default 10: seeds held apart from
-   0-19, on which the detector's defaults, its dip, ramp, run and transition-jump rules
-   and the slow-tail pass were chosen and a drift rule was tried, and from 20-25, 30-32,
-   40-42, 50-52, 60-69 and 80-1059, on which versions of it and the other hindsight passes
-   were chosen or checked, docs/regimes-notes.md says which): the realistic presets of
-   :mod:`regimetune.collectors.presets`
-   (``parsplice``, ``fast-decay``, ``stationary``),
+1. **Generated** (``--seed0``, default 70, ``--seeds`` default 10): the realistic presets of
+   :mod:`regimetune.collectors.presets` (``parsplice``, ``fast-decay``, ``stationary``),
    ``--hours`` long, 256 workers, at 10-s and 60-s windows. Figures per preset and window:
    ARI, change-point F1 at 2 % of the run, A -> B -> A reversals, false changes per hour
-   (stationary), the regime count at 10 s against 60 s, and for the online methods the
-   minutes until each true boundary was known (median per boundary; the service runs the
-   old policy until then) and what the service saw window by window (``live_reversals``,
+   (stationary), the regime count at 10 s against 60 s, and for the online method the
+   minutes until each true boundary was known (median per boundary; the service runs the old
+   policy until then) and what the service saw window by window (``live_reversals``,
    ``live_changes_per_h`` after the first regime: each a policy pushed, every one false on
-   ``stationary``). Methods: ``online`` (:class:`OnlineRegimeDetector`; white
-   noise on trace windows), ``online_ar1`` (the same with ``noise_model="ar1"``, an
-   option), ``online_no_hindsight`` (the same without the hindsight passes, which merge
-   a transition's slow tail into it, the last run's drift too, and a step within the
-   level's wander, move a transition's end to where its line, or its slow drift,
-   turns level, and join a transition shorter than a regime to the level after it,
-   :mod:`regimetune.regimes.hindsight`), ``pelt`` (ruptures PELT, l2 on the z-scored
-   features with ``3 d log n``, the TCPD bench's setting) and ``paper`` (:func:`paper_kmeans`).
-   On ``fast-decay`` three estimators that know the preset's form date the drift's end:
-   ``hinge_oracle`` (a line in the read rate that turns level, fitted), ``kink_genie``
-   (knows the run's slope and plateau too; fits only where it turns) and ``share_step``
-   (one step in the write share, where the preset's reads per write change). The first two
-   read the read rate only and are no ceiling: the write share dates the end to a window.
+   ``stationary``). Methods: ``online`` (:class:`OnlineRegimeDetector`), ``pelt`` (ruptures
+   PELT, l2 on the z-scored features with ``3 d log n``, the TCPD bench's setting) and
+   ``paper`` (:func:`paper_kmeans`). On ``fast-decay`` three estimators that know the
+   preset's form date the drift's end: ``hinge_oracle`` (a line in the read rate that turns
+   level, fitted), ``kink_genie`` (knows the run's slope and plateau too; fits only where it
+   turns) and ``share_step`` (one step in the write share, where the preset's reads per
+   write change).
 2. **TCPD**: :func:`bench.tcpd.run_tcpd` (F1 and cover, margin 5, every annotator) for
    ours and every baseline; the series score, they never tuned anything.
 3. **CloudPhysics** (``../shared/data``, no labels): changes, reversals and regimes at 10-s
@@ -37,7 +26,6 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
 
     nice .venv/bin/python bench/regimes.py                 # everything
     nice .venv/bin/python bench/regimes.py --quick         # one seed, 2 h runs
-    nice .venv/bin/python bench/regimes.py --seed0 0       # on the seeds the defaults were chosen on
     nice .venv/bin/python bench/regimes.py --presets fast-decay --seed0 0 --seeds 40
 
 The last line printed is one JSON object with every figure.

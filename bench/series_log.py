@@ -12,9 +12,9 @@ too few for a standard error to mean much).
     nice .venv/bin/python bench/series_log.py                   # the rule's sets and its verdict, ~20 s
     nice .venv/bin/python bench/series_log.py --set 3-kind:15300:300:const,ar,drift
 
-With no ``--set`` (or with ``--rule``) it runs the sets written down, before their first
-run, in ``docs/regimes-notes.md`` ("``log="auto"`` as the default", seventeenth sitting),
-and says whether ``log="auto"`` passes that rule for a default. The last line printed is
+With no ``--set`` (or with ``--rule``) it runs the sets below, fixed before their first run,
+and says whether ``log="auto"`` passes the rule for a default: no set worse by two standard
+errors, nor by a sign test. The last line printed is
 one JSON object.
 """
 
@@ -55,7 +55,7 @@ class SeriesSet:
         return cls(name, int(seed0), int(n), ks)
 
 
-#: The fresh sets of the seventeenth sitting's rule (none run before it was written).
+#: The sets the rule for a default reads (fixed before their first run).
 RULE_SETS = tuple(
     SeriesSet.parse(s)
     for s in (

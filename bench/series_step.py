@@ -1,11 +1,10 @@
-"""How a generic series is read: the seconds one row stands for (``SERIES_STEP_S``) and its
-noise model (``noise_model="auto"`` reads series rows as AR(1)).
+"""How a generic series is read: the seconds one row stands for (``SERIES_STEP_S``).
 
 A series (``detect --series``, :func:`regimetune.regimes.detect_series`) has no window
 length of its own when its time column holds a row index or yearly, monthly or daily dates;
-the detector's durations (``min_regime_s`` 900 s, ``regime_s`` 1800 s, ...) then count rows
-through the seconds a row is read as; and nobody vouches for its noise. This script chooses
-both on labelled series that are neither TCPD's (which score, never tune) nor our trace
+the detector's durations (``min_regime_s`` 600 s, ``regime_s`` 1800 s) then count rows
+through the seconds a row is read as. This script compares step lengths
+on labelled series that are neither TCPD's (which score, never tune) nor our trace
 generator's: ruptures' piecewise-constant signals (``ruptures.pw_constant``), 100-800 rows,
 1-3 columns, 1-5 changes, level shifts of 1-10 in Gaussian noise of sd 0.5-3 around a level
 of 20, in three kinds of noise real metrics have:
@@ -132,12 +131,9 @@ def main() -> None:
     ap.add_argument("--seed0", type=int, default=0, help="first series' seed (0-299 chose the defaults)")
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated, of " + ", ".join(ALL_KINDS))
     ap.add_argument("--steps", type=float, nargs="+", default=[10.0, 30.0, 40.0, 50.0, 60.0, 75.0, 90.0])
-    ap.add_argument("--noise-models", nargs="+", default=["white", "ar1"], choices=["white", "ar1"])
     a = ap.parse_args()
     methods = {"pelt": lambda x: pelt(standardise(x))} | {
-        f"ours:{m}@{s:g}s": functools.partial(ours, step_s=s, noise_model=m)
-        for m in a.noise_models
-        for s in a.steps
+        f"ours@{s:g}s": functools.partial(ours, step_s=s) for s in a.steps
     }
     methods[DEFAULTS] = ours
     kinds = tuple(a.kinds.split(","))
@@ -169,7 +165,7 @@ def main() -> None:
         )
     # a setting replaces the defaults only if it beats them by more than two standard errors of
     # the paired difference: a constant is not moved for a difference the series' noise makes
-    ours_rows = {m: r for m, r in out["methods"].items() if m.startswith("ours:")}
+    ours_rows = {m: r for m, r in out["methods"].items() if m.startswith("ours@")}
     best = max(ours_rows, key=lambda m: ours_rows[m]["vs_defaults"][0])
     d, se = ours_rows[best]["vs_defaults"]
     out["best"] = best

@@ -23,13 +23,11 @@ tuning). Methods:
   (columns independent) on the standardised series, constant hazard ``1 / 100`` (TCPD's
   default lambda), a change point where the MAP run length drops;
 * ``ours``: ``regimetune.regimes.detect_series`` on the raw values with its defaults: a
-  row read as ``SERIES_STEP_S`` seconds, AR(1) noise (``noise_model="auto"`` on series
-  rows), a column that never decreases (RunLog's distance) read as its increase per row,
+  row read as a block of ``SERIES_STEP_S`` seconds, each column on its variance over the
+  rows, a column that never decreases (RunLog's distance) read as its increase per row,
   each positive column whose noise is likelier proportional to its level read in log space
-  (``log="auto"``, the default since the seventeenth sitting, see the notes);
-  ``ours_raw``: the same with every column read raw (``log=()``, the default before);
-  ``ours_white``: read raw with ``noise_model="white"`` (the series default until
-  ``bench/series_step.py`` chose AR(1), see the README).
+  (``log="auto"``, the default); ``ours_raw``: the same with every column read raw
+  (``log=()``).
 
 Calibration against the issue's figures (mean F1 / cover on the seven series), which this
 setting reproduces: zero 0.483 / 0.384 (exact), BinSeg 0.637 / 0.637 (exact), ADWIN

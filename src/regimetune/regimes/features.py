@@ -280,7 +280,7 @@ def level_scaled_columns(
     where that ratio is a power mean of the level, of power -2 under additive noise (at most
     the geometric mean) and of power 2 under proportional noise (at least it). Where a
     column's levels span little the two means are close and the reading is a toss-up; there
-    the two readings mostly agree (docs/regimes-notes.md, sixteenth sitting).
+    the two readings mostly agree.
 
     >>> rng = np.random.default_rng(0)
     >>> level = np.repeat([5.0, 50.0, 500.0], 100)
