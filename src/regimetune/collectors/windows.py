@@ -22,8 +22,10 @@ counted in the open window.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -382,10 +384,12 @@ class WindowAggregator:
         else:
             agg._seen = None
             agg._hll = datasketches.hll_sketch.deserialize(arrays["hll"].tobytes())
+            _SKETCH_HOLDERS.add(agg)
         if "hot" in arrays:
             agg._freq = datasketches.frequent_items_sketch.deserialize(
                 arrays["hot"].tobytes(), _uint64_serde()
             )
+            _SKETCH_HOLDERS.add(agg)
         return agg
 
     # -- internals ------------------------------------------------------------------------------
@@ -527,6 +531,7 @@ class WindowAggregator:
             import datasketches
 
             self._freq = datasketches.frequent_items_sketch(HOT_LG_MAX_K)
+            _SKETCH_HOLDERS.add(self)
         upd = self._freq.update
         nz = tcnt > 0
         for k, c in zip(tkeys[nz].tolist(), tcnt[nz].tolist(), strict=True):
@@ -551,8 +556,25 @@ class WindowAggregator:
 
         assert self._seen is not None
         self._hll = datasketches.hll_sketch(HLL_LG_K, datasketches.tgt_hll_type.HLL_8)
+        _SKETCH_HOLDERS.add(self)
         _feed(self._hll, self._seen.keys())
         self._seen = None
+
+
+_SKETCH_HOLDERS: weakref.WeakSet[WindowAggregator] = weakref.WeakSet()
+"""The aggregators holding datasketches objects, for :func:`_release_sketches`."""
+
+
+@atexit.register
+def _release_sketches() -> None:
+    """Free the datasketches objects still held at exit. Its bindings (nanobind) report every
+    object of theirs alive after the interpreter's last collection as leaked, and an
+    aggregator can outlive the modules: a service's engine is kept by FastAPI's cache of
+    dependency callables, which closes over the app."""
+    for agg in list(_SKETCH_HOLDERS):
+        agg._freq = None
+        agg._hll = None
+    _uint64_serde.cache_clear()
 
 
 @functools.cache
