@@ -48,6 +48,13 @@ def test_tune_prints_a_table(small_trace):
     res = runner.invoke(app, ["tune", str(small_trace), *SHORT, "--budget", "4", "--workers", "0"])
     assert res.exit_code == 0, res.output
     assert "tuned" in res.stdout and "100K -> 10K" in res.stdout
+    # the tuned policy in the reports' one sentence, and each baseline explained in whole ones
+    from regimetune.reports.page import BASELINE_NOTE
+
+    said = " ".join(res.stdout.split())
+    assert "tuned policy: " in said and " ".join(BASELINE_NOTE.split()) in said
+    assert "unlimited, then per-regime LRU limits from the start" not in said
+    assert "keyspace size then" not in said
 
 
 @pytest.mark.parametrize(
