@@ -127,9 +127,13 @@ def _coarsen(frame: WindowFrame, w: int) -> WindowFrame:
 
 def test_a_stationary_trace_is_one_regime_live_and_in_a_replay() -> None:
     for seed in range(3):
-        h = OnlineRegimeDetector().detect(stationary_frame(1440, seed=seed, window_s=10.0))
+        det = OnlineRegimeDetector()
+        h = det.detect(stationary_frame(1440, seed=seed, window_s=10.0))
         assert h.n_regimes == 1 and [c.from_id for c in h.changes] == [None]
         assert h.online_labels is not None and set(h.online_labels.tolist()) - {-1} == {0}
+        # live, the regime has absorbed every window since it was founded (10 minutes in; the
+        # last block waits for the median)
+        assert 1440 - 60 - 2 * 6 <= det.regimes[0].n_windows <= 1440 - 60
 
 
 def test_a_one_block_burst_is_no_change() -> None:

@@ -172,6 +172,7 @@ class OnlineRegimeDetector(base.Clusterer):
         self._dates: dict[int, tuple[int, float]] = {}  # block counter -> its first window
         self._current = -1
         self._since = -1  # block counter where the regime in force began
+        self._absorbed: dict[int, int] = {}  # blocks learnt while each regime was in force
         self._changes: list[tuple[int, int, int, int]] = []  # (from, to, at block, learnt block)
 
     def _ensure(self, *, window_s: float, names: tuple[str, ...] | None) -> None:
@@ -191,8 +192,8 @@ class OnlineRegimeDetector(base.Clusterer):
         return self.window_s_ if self._series else self._p.block_s
 
     def _partition(self, origin: int = 0) -> Partition:
-        """The change test for these features: lines (a trace) or levels (a series, whose
-        columns' trends nobody vouches for), a change costing the BIC of its parameters."""
+        """The change test: lines, a change costing the BIC of one more line per feature over
+        a typical regime's blocks."""
         p, d = self._p, len(self.feature_names_)
         return Partition(d=d, penalty=p.penalty(d, regime_blocks=p.regime_s / self._block_s), origin=origin)
 
@@ -242,7 +243,7 @@ class OnlineRegimeDetector(base.Clusterer):
                 id=r,
                 centroid=lay.centroids.get(r, tuple(0.0 for _ in self.feature_names_)),
                 features=self.feature_names_,
-                n_windows=0,
+                n_windows=round(self._absorbed.get(r, 0) * self._block_s / self.window_s_),
                 transition=lay.kinds[r] == TRANSITION,
             )
             for r in sorted(lay.kinds)
@@ -310,6 +311,8 @@ class OnlineRegimeDetector(base.Clusterer):
             start, _, rid = self._layer.runs[-1]
             self._changes.append((self._current, rid, start, k))
             self._current, self._since = rid, start
+        if self._current >= 0:
+            self._absorbed[self._current] = self._absorbed.get(self._current, 0) + 1
         keep = min(self._part.origin, self._since, *(q.start for q in self._layer.held), k)
         for old in [c for c in self._dates if c < keep]:
             del self._dates[old]
@@ -587,6 +590,7 @@ class OnlineRegimeDetector(base.Clusterer):
                 "dates": [[k, w, s] for k, (w, s) in sorted(self._dates.items())],
                 "current": self._current,
                 "since": self._since,
+                "absorbed": {str(r): n for r, n in self._absorbed.items()},
             }
         if self.series_log_ is not None:
             out["series_log"] = list(self.series_log_)
@@ -627,6 +631,7 @@ class OnlineRegimeDetector(base.Clusterer):
             det._blocks, det._seen = int(s["blocks"]), int(s["seen"])
             det._dates = {int(k): (int(w), float(t)) for k, w, t in s["dates"]}
             det._current, det._since = int(s["current"]), int(s["since"])
+            det._absorbed = {int(r): int(n) for r, n in s["absorbed"].items()}
             if state.get("series_log") is not None:
                 det.series_log_ = tuple(int(j) for j in state["series_log"])
         except (KeyError, TypeError, ValueError, AssertionError) as exc:
