@@ -50,7 +50,7 @@ class LocalRedis:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 10.0) -> LocalRedis:
+    def start(self, timeout: float = 30.0) -> LocalRedis:
         if not self.available():
             raise ConfigError("redis-server is not installed")
         for _ in range(5):
@@ -69,7 +69,9 @@ class LocalRedis:
             if self._wait_ready(timeout):
                 return self
             self.stop()
-        raise ConfigError(f"redis-server did not start in {self.root}")
+            log = workdir / "redis.log"
+            why = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+        raise ConfigError(f"redis-server did not start in {self.root}: {why[0] if why else 'no log'}")
 
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
