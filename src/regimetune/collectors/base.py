@@ -15,13 +15,13 @@ it at a local server; ``close()`` releases it and a second ``close()`` is harmle
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from regimetune.models.errors import InputError
+from regimetune.models.errors import ConfigError, InputError, SourceError
 from regimetune.models.events import EventBatch
 
 
@@ -264,4 +264,58 @@ class BaseCollector:
         self.close()
 
 
-__all__ = ["BaseCollector", "Collector", "Telemetry", "WindowBatch", "window_from_ingest"]
+class Polling(Protocol):
+    """What :func:`poll` needs of a live scraper: its settings, its clock and its error count."""
+
+    interval_s: float
+    max_errors: int | None
+    windows: int | None
+    align: bool
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    errors: int
+    last_error: str | None
+
+
+R = TypeVar("R")
+
+
+def poll(
+    c: Polling, read: Callable[[], R], window: Callable[[R], WindowBatch | None]
+) -> Iterator[WindowBatch]:
+    """The loop of a live scraper: every ``interval_s`` (on the clock's multiples with
+    ``align``) ``read()``, turn the reading into a window (``None``: not yet one), until
+    ``windows`` windows. A read that raises :class:`SourceError` is counted (``errors``,
+    ``last_error``) and skipped; more than ``max_errors`` in a row raise it."""
+    if not c.interval_s > 0:
+        raise ConfigError(f"interval_s must be > 0, got {c.interval_s}")
+    if c.max_errors is not None and c.max_errors < 0:
+        raise ConfigError(f"max_errors must be >= 0 or None, got {c.max_errors}")
+    done = failed = 0
+    if c.align:
+        c.sleep(c.interval_s - c.clock() % c.interval_s)
+    while c.windows is None or done < c.windows:
+        began = c.clock()
+        try:
+            reading: R | None = read()
+        except SourceError as exc:
+            failed += 1
+            c.errors += 1
+            c.last_error = str(exc)
+            if c.max_errors is not None and failed > c.max_errors:
+                raise
+            reading = None
+        if reading is not None:
+            failed = 0
+            w = window(reading)
+            if w is not None:
+                done += 1
+                yield w
+                if c.windows is not None and done >= c.windows:
+                    return
+        now = c.clock()
+        # to the next multiple of interval_s (never 0: a read that ended on a tick waits for the next)
+        c.sleep(c.interval_s - now % c.interval_s if c.align else max(0.0, c.interval_s - (now - began)))
+
+
+__all__ = ["BaseCollector", "Collector", "Polling", "Telemetry", "WindowBatch", "poll", "window_from_ingest"]

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from regimetune.collectors.base import BaseCollector, WindowBatch
+from regimetune.collectors.base import BaseCollector, WindowBatch, poll
 from regimetune.collectors.keys import hash_key, is_int_key
 from regimetune.models.errors import ConfigError, InputError, SourceError
 
@@ -268,42 +268,9 @@ class PrometheusScrapeCollector(BaseCollector):
         )
 
     def collect(self) -> Iterator[WindowBatch]:
-        if not self.interval_s > 0:
-            raise ConfigError(f"interval_s must be > 0, got {self.interval_s}")
         if self.top_k < 0:
             raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
-        if self.max_errors is not None and self.max_errors < 0:
-            raise ConfigError(f"max_errors must be >= 0 or None, got {self.max_errors}")
-        tracker = RateTracker(top_k=self.top_k)
-        done = failed = 0
-        if self.align:
-            self.sleep(self._until_tick(self.clock()))
-        while self.windows is None or done < self.windows:
-            began = self.clock()
-            try:
-                scrape = self.scrape()
-            except SourceError as exc:
-                failed += 1
-                self.errors += 1
-                self.last_error = str(exc)
-                if self.max_errors is not None and failed > self.max_errors:
-                    raise
-                scrape = None
-            if scrape is not None:
-                failed = 0
-                window = tracker.update(scrape)
-                if window is not None:
-                    done += 1
-                    yield window
-                    if self.windows is not None and done >= self.windows:
-                        return
-            now = self.clock()
-            self.sleep(self._until_tick(now) if self.align else max(0.0, self.interval_s - (now - began)))
-
-    def _until_tick(self, now: float) -> float:
-        """Seconds from ``now`` to the next multiple of ``interval_s`` (never 0: a scrape
-        that ended exactly on a tick waits for the next one)."""
-        return self.interval_s - (now % self.interval_s)
+        yield from poll(self, self.scrape, RateTracker(top_k=self.top_k).update)
 
     def close(self) -> None:
         if self._own is not None:

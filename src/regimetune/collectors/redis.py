@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from regimetune.collectors.base import BaseCollector, WindowBatch
-from regimetune.models.errors import ConfigError, SourceError
+from regimetune.collectors.base import BaseCollector, WindowBatch, poll
+from regimetune.models.errors import SourceError
 
 _COUNTERS = ("keyspace_hits", "keyspace_misses", "total_commands_processed")
 
@@ -209,38 +209,15 @@ class RedisCollector(BaseCollector):
 
     # -- the collector protocol ------------------------------------------------------------------
     def collect(self) -> Iterator[WindowBatch]:
-        if not self.interval_s > 0:
-            raise ConfigError(f"interval_s must be > 0, got {self.interval_s}")
-        if self.max_errors is not None and self.max_errors < 0:
-            raise ConfigError(f"max_errors must be >= 0 or None, got {self.max_errors}")
         last: _Reading | None = None
-        done = failed = 0
-        if self.align:
-            self.sleep(self.interval_s - self.clock() % self.interval_s)
-        while self.windows is None or done < self.windows:
-            began = self.clock()
-            try:
-                now = self.read()
-            except SourceError as exc:
-                failed += 1
-                self.errors += 1
-                self.last_error = str(exc)
-                if self.max_errors is not None and failed > self.max_errors:
-                    raise
-                now = None
-            if now is not None:
-                failed = 0
-                if last is not None:
-                    done += 1
-                    yield self.window(last, now)
-                last = now
-                if self.windows is not None and done >= self.windows:
-                    return
-            elapsed = self.clock() - began
-            wait = (
-                self.interval_s - self.clock() % self.interval_s if self.align else self.interval_s - elapsed
-            )
-            self.sleep(max(0.0, wait))
+
+        def window(now: _Reading) -> WindowBatch | None:
+            nonlocal last
+            w = None if last is None else self.window(last, now)
+            last = now
+            return w
+
+        yield from poll(self, self.read, window)
 
     def close(self) -> None:
         if self._conns is not None:
