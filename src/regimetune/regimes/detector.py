@@ -234,19 +234,24 @@ class OnlineRegimeDetector(base.Clusterer):
 
     @property
     def regimes(self) -> list[Regime]:
-        """Known regimes (ids in order of discovery) with their levels as centroids."""
+        """Known regimes (ids in order of discovery) with their levels as centroids, and the
+        windows each absorbed while in force."""
         if not self._started():
             return []
-        lay = self._layer
+        windows = {r: round(n * self._block_s / self.window_s_) for r, n in self._absorbed.items()}
+        return self._regimes_of(self._layer, windows)
+
+    def _regimes_of(self, layer: RegimeLayer, windows: Mapping[int, int]) -> list[Regime]:
+        """The regimes ``layer`` knows, each with its centroid, kind and ``windows``."""
         return [
             Regime(
                 id=r,
-                centroid=lay.centroids.get(r, tuple(0.0 for _ in self.feature_names_)),
+                centroid=layer.centroids.get(r, tuple(0.0 for _ in self.feature_names_)),
                 features=self.feature_names_,
-                n_windows=round(self._absorbed.get(r, 0) * self._block_s / self.window_s_),
-                transition=lay.kinds[r] == TRANSITION,
+                n_windows=windows.get(r, 0),
+                transition=kind == TRANSITION,
             )
-            for r in sorted(lay.kinds)
+            for r, kind in sorted(layer.kinds.items())
         ]
 
     @property
@@ -390,11 +395,11 @@ class OnlineRegimeDetector(base.Clusterer):
         )
         blocks, online, confirmed, before, first = self._learn_all(arrivals, idx)
         blocks += self._pool.flush()  # the recording's end: its partial block counts
-        per_block = self._replay(blocks, before, first)
+        per_block, layer = self._replay(blocks, before, first)
         where = {b.clock: j for j, b in enumerate(blocks)}
         clock = np.floor(start / self._p.block_s).astype(np.int64)
         labels = per_block[[where[int(c)] for c in clock]]
-        return self._history(frame, labels, online, confirmed, before.current_id)
+        return self._history(frame, labels, online, confirmed, before.current_id, layer)
 
     def _learn_all(
         self, arrivals: list[tuple[int, Block]], idx: np.ndarray
@@ -419,11 +424,10 @@ class OnlineRegimeDetector(base.Clusterer):
         self._seen += len(idx)
         return [b for _, b in arrivals], online, confirmed, before, first
 
-    def _replay(self, blocks: list[Block], before: RegimeLayer, first: int) -> np.ndarray:
-        """The regime of each of ``blocks`` (the frame's, in order) by the model over all of
-        them, from the regime layer as it was before the frame."""
-        if not blocks:
-            return np.empty(0, dtype=np.int64)
+    def _replay(self, blocks: list[Block], before: RegimeLayer, first: int) -> tuple[np.ndarray, RegimeLayer]:
+        """The regime of each of ``blocks`` (the frame's, in order; at least one) by the model
+        over all of them, from the regime layer as it was before the frame, and that layer
+        after them."""
         raw = _filled(np.stack([b.values for b in blocks]))
         y = raw.copy()
         if len(y) >= 3:
@@ -441,9 +445,7 @@ class OnlineRegimeDetector(base.Clusterer):
         out = np.full(len(y), -1, dtype=np.int64)  # -1: before the first regime
         for s, t, rid in layer.runs:
             out[max(s - first, 0) : t - first] = rid
-        self._replay_kinds = dict(layer.kinds)
-        self._replay_centroids = dict(layer.centroids)
-        return out
+        return out, layer
 
     def detect_array(
         self, values: np.ndarray, *, names: tuple[str, ...] | None = None, step_s: float | None = None
@@ -467,10 +469,10 @@ class OnlineRegimeDetector(base.Clusterer):
         idx = np.arange(t0, t0 + len(x))
         arrivals = [(i, Block(t0 + i, row, t0 + i, float(t0 + i))) for i, row in enumerate(x)]
         blocks, online, confirmed, before, first = self._learn_all(arrivals, idx)
-        labels = self._replay(blocks, before, first)
+        labels, layer = self._replay(blocks, before, first)
         frame = _series_frame(len(x), t0, self.window_s_)
         stats = {f"mean_{name}": x[:, j] for j, name in enumerate(cols)}
-        return self._history(frame, labels, online, confirmed, before.current_id, stats=stats)
+        return self._history(frame, labels, online, confirmed, before.current_id, layer, stats=stats)
 
     def _history(
         self,
@@ -479,12 +481,14 @@ class OnlineRegimeDetector(base.Clusterer):
         online: np.ndarray,
         confirmed: dict[int, list[int]],
         before: int,
+        layer: RegimeLayer,
         *,
         stats: Mapping[str, np.ndarray] | None = None,
     ) -> RegimeHistory:
         """The history of a replayed frame: its changes where ``labels`` change (and at its
         start, where its first regime is not the one in force ``before`` it), each confirmed
-        at the first window the online pass knew its regime from, else at the last."""
+        at the first window the online pass knew its regime from, else at the last; the
+        regimes of the replay's ``layer``."""
         idx = frame["index"]
         starts = frame["start"].astype(np.float64)
         last = len(frame) - 1
@@ -506,21 +510,12 @@ class OnlineRegimeDetector(base.Clusterer):
                     confirmed_time=float(starts[c]),
                 )
             )
-        kinds = {r: ("transition" if k == TRANSITION else "level") for r, k in self._replay_kinds.items()}
-        regimes = [
-            Regime(
-                id=r,
-                centroid=self._replay_centroids.get(r, tuple(0.0 for _ in self.feature_names_)),
-                features=self.feature_names_,
-                n_windows=int((labels == r).sum()),
-                transition=kinds[r] == "transition",
-            )
-            for r in sorted(kinds)
-        ]
+        ids, counts = np.unique(labels[labels >= 0], return_counts=True)
+        regimes = self._regimes_of(layer, dict(zip(ids.tolist(), counts.tolist(), strict=True)))
         cents = {r.id: r.centroid for r in regimes}
         return RegimeHistory(
             labels=labels,
-            segments=segments_of(labels, frame, cents, stats, kinds),
+            segments=segments_of(labels, frame, cents, stats, dict(layer.kinds)),
             changes=changes,
             regimes=regimes,
             online_labels=online,
