@@ -26,7 +26,7 @@ step founds one, and a move between two levels that lasts is a transition.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -157,7 +157,7 @@ class RegimeLayer:
         late = self._settle(None, rules)
         if late:  # nothing founded a regime yet: they found one, a level unless they moved
             kind = TRANSITION if any(q.kind == TRANSITION for q in late) else LEVEL
-            last = Piece(**{**asdict(late[-1]), "kind": kind})
+            last = replace(late[-1], kind=kind)
             rid = self._new_id(last, rules)
             self._label(late, rid)
             self.current, self.current_id = last, rid
@@ -175,7 +175,7 @@ class RegimeLayer:
             self._label(held, self.current_id)
             return []
         if sum(q.n for q in held) >= rules.min_blocks:  # a move that lasted: a transition
-            last = Piece(**{**asdict(held[-1]), "kind": TRANSITION, "tail": held[-1].tail})
+            last = replace(held[-1], kind=TRANSITION)
             rid = self._new_id(last, rules)
             self._label(held, rid)
             self.current, self.current_id = last, rid
