@@ -24,10 +24,7 @@ tuning). Methods:
   default lambda), a change point where the MAP run length drops;
 * ``ours``: ``regimetune.regimes.detect_series`` on the raw values with its defaults: a
   row read as a block of ``SERIES_STEP_S`` seconds, each column on its variance over the
-  rows, a column that never decreases (RunLog's distance) read as its increase per row,
-  each positive column whose noise is likelier proportional to its level read in log space
-  (``log="auto"``, the default); ``ours_raw``: the same with every column read raw
-  (``log=()``).
+  rows, a column that never decreases (RunLog's distance) read as its increase per row.
 
 Calibration against the issue's figures (mean F1 / cover on the seven series), which this
 setting reproduces: zero 0.483 / 0.384 (exact), BinSeg 0.637 / 0.637 (exact), ADWIN
@@ -50,12 +47,11 @@ The last line printed is one JSON object: per method, per-series and mean F1 and
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import ruptures as rpt
@@ -170,12 +166,10 @@ def bocpd(x: np.ndarray, *, hazard_lambda: float = HAZARD_LAMBDA) -> list[int]:
     return sorted(c for c in changes if 0 < c < n)
 
 
-def ours(
-    raw: np.ndarray, step_s: float = SERIES_STEP_S, log: Sequence[int] | Literal["auto"] = "auto"
-) -> list[int]:
+def ours(raw: np.ndarray, step_s: float = SERIES_STEP_S) -> list[int]:
     """The change rows of :func:`regimetune.regimes.detect_series`, a row read as ``step_s``
     seconds (the first regime's start is not a change)."""
-    h = detect_series(raw, step_s=step_s, params=DetectorParams(), log=log)
+    h = detect_series(raw, step_s=step_s, params=DetectorParams())
     return sorted({c.at_window for c in h.changes if c.from_id is not None})
 
 
@@ -192,7 +186,6 @@ METHODS: dict[str, tuple[Method, bool]] = {
     "kswin_z": (_river(lambda: drift.KSWIN(seed=42)), True),
     "bocpd": (bocpd, True),
     "ours": (ours, False),
-    "ours_raw": (functools.partial(ours, log=()), False),
 }
 ALL_METHODS: tuple[str, ...] = tuple(METHODS)
 

@@ -169,7 +169,9 @@ def test_series_output_names_the_noise_it_read(yearly: Path) -> None:
 
 def test_a_series_row_stands_for_series_step_s_unless_told(yearly: Path) -> None:
     # a yearly series has no storage time scale: by default a row is SERIES_STEP_S (50 s)
-    out = json.loads(runner.invoke(app, ["detect", str(yearly), "--series", "--json"]).output)
+    out = json.loads(
+        runner.invoke(app, ["detect", str(yearly), "--series", "--json", "--log", "employment"]).output
+    )
     assert out["window_s"] == SERIES_STEP_S
     assert all(isinstance(c["at_window"], int) for c in out["changes"]) and len(out["changes"]) > 1
 
@@ -221,45 +223,6 @@ def test_series_log_reads_the_named_columns_in_log_space(tmp_path: Path) -> None
     assert [c["at_window"] for c in out["changes"]][1:] == [pytest.approx(150, abs=3)]
     table = runner.invoke(app, ["detect", str(path), "--series", "--log", "rate"]).output
     assert "mean log rate" in table and "mean share" in table  # each mean is of what was read
-
-
-def test_series_log_auto_reads_the_columns_whose_noise_grows_with_their_level(tmp_path: Path) -> None:
-    rng = np.random.default_rng(12)
-    rate = np.exp(np.r_[np.full(150, 2.0), np.full(150, 5.0)] + rng.normal(0, 0.2, 300))
-    load = np.r_[np.full(150, 20.0), np.full(150, 30.0)] + rng.normal(0, 1.0, 300)
-    path = tmp_path / "two.csv"
-    path.write_text(
-        "\n".join(
-            [
-                "time,rate,load",
-                *(f"{i * 15},{r:.6g},{v:.6g}" for i, (r, v) in enumerate(zip(rate, load, strict=True))),
-            ]
-        )
-    )
-    default = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json"]).output)
-    auto = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "auto"]).output)
-    named = json.loads(
-        runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "rate"]).output
-    )
-    assert default["log"] == auto["log"] == named["log"] == ["rate"]
-    assert default["changes"] == auto["changes"] == named["changes"]
-    # read raw, the output names the column --log auto would read in log space
-    raw = json.loads(runner.invoke(app, ["detect", str(path), "--series", "--json", "--log", "none"]).output)
-    assert raw["log"] == [] and raw["log_suggested"] == ["rate"]
-    assert auto["log_suggested"] == named["log_suggested"] == []
-    table = runner.invoke(app, ["detect", str(path), "--series", "--log", "none"]).output
-    assert "the noise of rate grows with the level: --log auto" in " ".join(table.split())
-    assert "grows with the level" not in runner.invoke(app, ["detect", str(path), "--series"]).output
-    for mixed in ("auto,load", "none,load"):
-        res = runner.invoke(app, ["detect", str(path), "--series", "--log", mixed])
-        assert res.exit_code == 2 and "'auto' and 'none' stand alone" in res.output
-    # a column named none is that column
-    named_none = tmp_path / "none.csv"
-    named_none.write_text(path.read_text().replace("time,rate,load", "time,none,load", 1))
-    out = json.loads(
-        runner.invoke(app, ["detect", str(named_none), "--series", "--json", "--log", "none"]).output
-    )
-    assert out["log"] == ["none"]
 
 
 def test_series_log_refuses_what_has_no_log(tmp_path: Path) -> None:

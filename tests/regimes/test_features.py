@@ -144,45 +144,17 @@ def test_counters_are_columns_that_never_decrease_and_do_not_stay_flat() -> None
     np.testing.assert_array_equal(counter_rates(total, [0]), rates[:, 1])
 
 
-def test_level_scaled_columns_tells_noise_that_grows_with_the_level_from_additive_noise() -> None:
-    from regimetune.regimes import level_scaled_columns, series_inputs
+def test_series_inputs_reads_the_named_columns_in_log_space_once_each() -> None:
+    from regimetune.regimes import series_inputs
 
-    # levels 5, 50 and 20 (changes at rows 100 and 200): noise of 10 % of the level (white,
-    # or a walk's steps of 5 %) is found on every seed; noise of the same sd at every level
-    # (white, a walk, or white around a ramp from 20 to 60) on none
-    level = np.repeat([5.0, 50.0, 20.0], 100)
-    ramp = np.r_[np.full(100, 20.0), np.linspace(20.0, 60.0, 100), np.full(100, 60.0)]
-    found = np.zeros(5, dtype=int)
-    for seed in range(40):
-        rng = np.random.default_rng(seed)
-        cols = np.c_[
-            level * np.exp(rng.normal(0.0, 0.1, 300)),
-            level + rng.normal(0.0, 1.0, 300),
-            level * np.exp(np.cumsum(rng.normal(0.0, 0.05, 300))),
-            level + 10.0 + np.cumsum(rng.normal(0.0, 0.5, 300)),
-            ramp + rng.normal(0.0, 1.0, 300),
-        ]
-        for j in level_scaled_columns(cols, changes=[100, 200]):
-            found[j] += 1
-    assert found.tolist() == [40, 0, 40, 0, 0]
-    read = series_inputs(cols, log="auto", changes=[100, 200])  # the last seed's: what a series is read as
-    assert read.log == (0, 2) and np.allclose(read.values[:, [0, 2]], np.log(cols[:, [0, 2]]))
-    assert series_inputs(cols, log=np.array([2, 0, 2])).log == (2, 0)  # indices, once each
-    with pytest.raises(InputError, match="'auto' or the indices"):
+    cols = np.c_[np.arange(1.0, 11.0), np.full(10, 3.0), np.linspace(1.0, 2.0, 10)]
+    read = series_inputs(cols, log=np.array([2, 0, 2]), counters=False)
+    assert read.log == (2, 0)  # indices, once each, in the order named
+    np.testing.assert_allclose(read.values[:, [0, 2]], np.log(cols[:, [0, 2]]))
+    np.testing.assert_array_equal(read.values[:, 1], cols[:, 1])
+    assert series_inputs(cols, counters=False).log == ()  # every column raw by default
+    with pytest.raises(InputError, match="the indices of columns"):
         series_inputs(cols, log="rate")  # type: ignore[arg-type]
-    # the differences across a change are not noise: levels of 5 and 50 in turn, 30 rows
-    # each, with additive noise, read raw inside their segments and in log space with the jumps
-    flips = np.tile(np.repeat([5.0, 50.0], 30), 5)
-    cuts = list(range(30, 300, 30))
-    for seed in range(10):
-        x = flips + np.random.default_rng(seed).normal(0.0, 1.0, 300)
-        assert level_scaled_columns(x, cuts) == () and level_scaled_columns(x, []) == (0,)
-    # a column that is not all positive has no log; one that barely moves says nothing
-    rng = np.random.default_rng(0)
-    mult = level * np.exp(rng.normal(0.0, 0.1, 300))
-    assert level_scaled_columns(mult, [100, 200]) == (0,)
-    for bad in (np.r_[mult[:-1], 0.0], np.r_[mult[:-1], np.nan], np.r_[np.full(292, 5.0), mult[:8]]):
-        assert level_scaled_columns(bad, [100, 200]) == ()
 
 
 def test_log_columns_keeps_missing_values_and_names_a_value_without_a_log() -> None:

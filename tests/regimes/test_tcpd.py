@@ -178,15 +178,3 @@ def test_the_detector_is_not_stuck_on_series_that_never_level_off(
     assert len(rows) >= 3
     assert tcpd_f1(s.annotations, rows, s.n) > tcpd_f1(s.annotations, [], s.n)
     assert tcpd_cover(s.annotations, rows, s.n) > tcpd_cover(s.annotations, [], s.n)
-
-
-def test_a_price_whose_noise_grows_with_it_is_read_in_log_space(series: dict[str, TcpdSeries]) -> None:
-    # bitcoin's price spans three orders of magnitude, and its noise grows with it: inside the
-    # raw reading's segments, its differences are likelier as noise proportional to the level
-    # than as noise of one size, so log="auto" (the default) reads it in log space
-    from regimetune.regimes import OnlineRegimeDetector, detect_series
-
-    s = series["bitcoin"]
-    assert OnlineRegimeDetector().detect_series(s.values, log="auto")[1].log == (0,)
-    logged = [c.at_window for c in detect_series(s.values, log=[0]).changes]
-    assert [c.at_window for c in detect_series(s.values).changes] == logged  # the default

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -166,9 +166,8 @@ def detect_cmd(
             "--log",
             metavar="COLUMN",
             help="With --series: read this column in log space (a rate, a latency, a price: noise that grows "
-            "with the level); repeatable, or comma-separated. Its values must be positive. 'auto' (the "
-            "default): the positive columns whose noise is likelier proportional to their level (the JSON "
-            "lists them); 'none': every column raw.",
+            "with the level); repeatable, or comma-separated. Its values must be positive. The others are "
+            "read raw.",
         ),
     ] = None,
     paper: Annotated[
@@ -230,7 +229,7 @@ def detect_cmd(
                 as_json=as_json,
                 state=state,
                 counters=not raw_counters,
-                log=[name.strip() for item in log or ["auto"] for name in item.split(",") if name.strip()],
+                log=[name.strip() for item in log or [] for name in item.split(",") if name.strip()],
             )
             return
         if paper and state is not None:
@@ -371,36 +370,21 @@ def _detect_series(
 ) -> None:
     """``detect --series``: regimes of a CSV series, each row one window of ``window`` s; a
     counter column (it never decreases) read as its increase per row unless ``counters`` is
-    false, the columns named in ``log`` in log space (``["auto"]``: those whose noise grows
-    with their level; ``["none"]``: none)."""
+    false, the columns named in ``log`` in log space."""
     from regimetune.collectors.series import read_series
-    from regimetune.regimes import level_scaled_columns
 
     s = read_series(trace)
-    chosen: list[int] | Literal["auto"] = "auto"
-    if log == ["none"] and "none" not in s.names:  # a column named none (or auto) is that column
-        chosen = []
-    elif log != ["auto"] or "auto" in s.names:
-        unknown = [name for name in log if name not in s.names]
-        if unknown:
-            why = " ('auto' and 'none' stand alone)" if {"auto", "none"} & set(unknown) else ""
-            raise ConfigError(
-                f"--log names columns {unknown} that {trace.name} does not have{why}; it has {list(s.names)}"
-            )
-        chosen = [s.names.index(name) for name in log]
+    unknown = [name for name in log if name not in s.names]
+    if unknown:
+        raise ConfigError(
+            f"--log names columns {unknown} that {trace.name} does not have; it has {list(s.names)}"
+        )
+    chosen = [s.names.index(name) for name in log]
     det = online_detector(window, k, params)
     try:
-        h, (read, as_rates, logged) = det.detect_series(
-            s.values, counters=counters, log=chosen, names=s.names
-        )
+        h, (_, as_rates, logged) = det.detect_series(s.values, counters=counters, log=chosen, names=s.names)
     except InputError as exc:
         raise InputError(f"{trace}: {exc}") from None
-    # the columns read raw that --log auto would read in log space on these changes (with
-    # --log auto it has decided, on the raw reading's changes: nothing to suggest)
-    suggested: list[str] = []
-    if chosen != "auto":
-        rows = [c.at_window for c in h.changes if c.from_id is not None]
-        suggested = [s.names[j] for j in level_scaled_columns(read, rows) if j not in logged]
     changes = [
         {
             "from_id": c.from_id,
@@ -435,7 +419,6 @@ def _detect_series(
             "columns": list(s.names),
             "counters": [s.names[j] for j in as_rates],
             "log": [s.names[j] for j in logged],
-            "log_suggested": suggested,
             "window_s": window,
             "noise_sd": det.noise_sd,
             "n_regimes": h.n_regimes,
@@ -464,13 +447,6 @@ def _detect_series(
         )
     console = Console()
     print_tables(console, t)
-    if suggested:
-        console.print(
-            f"the noise of {', '.join(suggested)} grows with the level: --log auto (the default) reads "
-            + ("it" if len(suggested) == 1 else "them")
-            + " in log space",
-            highlight=False,
-        )
     if state is not None:
         console.print(f"saved detector state to {state}", highlight=False)
 

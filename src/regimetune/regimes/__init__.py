@@ -30,7 +30,6 @@ if TYPE_CHECKING:
         FeatureExtractor,
         counter_columns,
         counter_rates,
-        level_scaled_columns,
         log_columns,
         series_inputs,
     )
@@ -61,7 +60,6 @@ _WHERE = {
             "FeatureExtractor",
             "counter_columns",
             "counter_rates",
-            "level_scaled_columns",
             "log_columns",
             "series_inputs",
         ),
@@ -98,7 +96,6 @@ __all__ = [
     "FeatureExtractor",
     "counter_columns",
     "counter_rates",
-    "level_scaled_columns",
     "log_columns",
     "series_inputs",
     "OnlineRegimeDetector",

@@ -39,12 +39,11 @@ of them, read by the same regime layer, starting from what the detector knew bef
 
 from __future__ import annotations
 
-import copy
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from river import base
@@ -65,10 +64,10 @@ from regimetune.regimes.features import LOG1P_FEATURES, UNITS, FeatureExtractor,
 from regimetune.regimes.levels import TRANSITION, Piece, RegimeLayer, Rules
 from regimetune.regimes.params import DetectorParams
 
-#: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1-11 were written by
-#: earlier detectors (a per-window kernel); they cannot be converted and are refused with a
-#: message that says what to do.
-FORMAT_VERSION = 12
+#: Version of :meth:`OnlineRegimeDetector.to_state`'s format. Formats 1-12 were written by
+#: earlier detectors (a per-window kernel; series filtered and read in a learnt log space);
+#: they cannot be converted and are refused with a message that says what to do.
+FORMAT_VERSION = 13
 #: Blocks of noise history kept (a day of 60-s blocks): the noise is learnt from these.
 NOISE_BLOCKS = 1440
 #: How far (in log) the variances move before the change test's table is worked out again.
@@ -88,10 +87,6 @@ class OnlineRegimeDetector(base.Clusterer):
     >>> det.current, det.predict_one({"load": 0.1}), det.predict_one({"load": 5.0})
     (1, 0, 1)
     """
-
-    #: The columns :meth:`detect_series` read in log space (``()``: none), ``None`` before
-    #: it has read a series; learnt, like the levels, and saved in the state.
-    series_log_: tuple[int, ...] | None = None
 
     def __init__(
         self,
@@ -273,7 +268,11 @@ class OnlineRegimeDetector(base.Clusterer):
     # -- the online step ----------------------------------------------------------------
     def _learn_block(self, b: Block) -> None:
         """A complete block: the median waits for the next; the one before it is learnt (a
-        value missing from it, the first block's keyspace growth, taken from this one)."""
+        value missing from it, the first block's keyspace growth, taken from this one). A
+        series' row is learnt as it is: it has no bursts to filter (every cut is a change)."""
+        if self._series:
+            self._learn_filtered(b.values, b)
+            return
         for r in self._raw:
             missing = np.isnan(r.values)
             if missing.any():
@@ -430,7 +429,7 @@ class OnlineRegimeDetector(base.Clusterer):
         after them."""
         raw = _filled(np.stack([b.values for b in blocks]))
         y = raw.copy()
-        if len(y) >= 3:
+        if len(y) >= 3 and not self._series:
             y[1:-1] = median3(raw[:-2], raw[1:-1], raw[2:])
         var = self._variance(y)
         part = self._partition(origin=first)
@@ -528,38 +527,12 @@ class OnlineRegimeDetector(base.Clusterer):
         names: tuple[str, ...] | None = None,
         step_s: float | None = None,
         counters: bool = True,
-        log: Sequence[int] | Literal["auto"] = "auto",
+        log: Sequence[int] = (),
     ) -> tuple[RegimeHistory, SeriesInputs]:
         """:meth:`detect_array` on a series as :func:`detect_series` reads it, and what was
-        read. ``log="auto"`` needs the change rows of the series read raw: a copy of this
-        detector replays it raw first; where that logs no column, the copy's reading is the
-        reading and this detector takes what the copy learnt (one replay), else it replays
-        the series in log space. The columns read in log space are learnt with the levels
-        (:attr:`series_log_`): a detector that has read a series reads the next one in the
-        same space under ``log="auto"``, and refuses another ``log``."""
-        known = self.series_log_
-        if known is not None:
-            if not isinstance(log, str) and tuple(dict.fromkeys(int(j) for j in log)) != known:
-                raise InputError(
-                    f"this detector has read columns {list(known)} in log space and learnt its levels "
-                    f"there; it cannot read columns {list(log)} so (pass log='auto' to go on as before)"
-                )
-            log = known
-        if isinstance(log, str):
-            raw = series_inputs(values, counters=counters, names=names)
-            twin = copy.deepcopy(self)
-            h = twin.detect_array(raw.values, names=names, step_s=step_s)
-            changes = [c.at_window - self.n_seen for c in h.changes if c.from_id is not None]
-            inputs = series_inputs(values, counters=counters, log=log, names=names, changes=changes)
-            if not inputs.log:  # the raw reading is the reading: keep what the copy learnt
-                vars(self).update(vars(twin))
-                self.series_log_ = ()
-                return h, inputs
-        else:
-            inputs = series_inputs(values, counters=counters, log=log, names=names)
-        h = self.detect_array(inputs.values, names=names, step_s=step_s)
-        self.series_log_ = inputs.log
-        return h, inputs
+        read."""
+        inputs = series_inputs(values, counters=counters, log=log, names=names)
+        return self.detect_array(inputs.values, names=names, step_s=step_s), inputs
 
     # -- persistence ---------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
@@ -587,8 +560,6 @@ class OnlineRegimeDetector(base.Clusterer):
                 "since": self._since,
                 "absorbed": {str(r): n for r, n in self._absorbed.items()},
             }
-        if self.series_log_ is not None:
-            out["series_log"] = list(self.series_log_)
         return out
 
     @classmethod
@@ -627,8 +598,6 @@ class OnlineRegimeDetector(base.Clusterer):
             det._dates = {int(k): (int(w), float(t)) for k, w, t in s["dates"]}
             det._current, det._since = int(s["current"]), int(s["since"])
             det._absorbed = {int(r): int(n) for r, n in s["absorbed"].items()}
-            if state.get("series_log") is not None:
-                det.series_log_ = tuple(int(j) for j in state["series_log"])
         except (KeyError, TypeError, ValueError, AssertionError) as exc:
             raise InputError(f"bad detector state: {exc!r}") from exc
         return det
@@ -656,16 +625,14 @@ def detect_series(
     step_s: float = SERIES_STEP_S,
     params: DetectorParams | None = None,
     counters: bool = True,
-    log: Sequence[int] | Literal["auto"] = "auto",
+    log: Sequence[int] = (),
 ) -> RegimeHistory:
     """Regimes of a numeric series (rows are steps, columns features): each row is one
     block. With ``counters``, a column that never decreases is read as its increase per row
-    (:func:`~regimetune.regimes.features.counter_columns`). With ``log="auto"`` (the default)
-    each positive column whose noise grows with its level is read in log space
-    (:func:`~regimetune.regimes.features.level_scaled_columns`, judged inside the segments of
-    the series read raw); ``log=[j, ...]`` reads those columns in log space and ``log=()``
-    every column raw. A series' columns have no known unit: its steps and drifts count where
-    they are significant (``min_step`` and ``wander`` are for trace features).
+    (:func:`~regimetune.regimes.features.counter_columns`); ``log=[j, ...]`` reads those
+    columns in log space (a rate, a latency, a price: noise that grows with the level), the
+    others raw. A series' columns have no known unit: its steps and drifts count where they
+    are significant (``min_step`` and ``wander`` are for trace features).
 
     >>> x = np.r_[np.zeros(100), np.full(100, 3.0)] + np.random.default_rng(0).normal(0, 0.3, 200)
     >>> [(c.from_id, c.to_id, c.at_window) for c in detect_series(x).changes]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -266,60 +266,6 @@ def counter_rates(values: np.ndarray, columns: Sequence[int]) -> np.ndarray:
     return out
 
 
-def level_scaled_columns(
-    values: np.ndarray, changes: Sequence[int], *, min_steps: int = 10
-) -> tuple[int, ...]:
-    """Columns of a series whose noise grows with their level, as a rate's, a latency's or a
-    price's does: each all positive, with at least ``min_steps`` rows that moved, whose first
-    differences are likelier as noise proportional to the level than as additive noise. The
-    two are the Box-Cox transforms of power 0 (log space) and 1 (raw), each with one noise
-    variance per column; the differences are read inside the segments between ``changes``
-    (the raw reading's change rows: a jump is a change, not noise), each segment's mean
-    difference removed (a ramp's slope). With the log's Jacobian the likelihood ratio is one
-    comparison: log space iff ``sd_raw / sd_log`` exceeds the geometric mean of the level,
-    where that ratio is a power mean of the level, of power -2 under additive noise (at most
-    the geometric mean) and of power 2 under proportional noise (at least it). Where a
-    column's levels span little the two means are close and the reading is a toss-up; there
-    the two readings mostly agree.
-
-    >>> rng = np.random.default_rng(0)
-    >>> level = np.repeat([5.0, 50.0, 500.0], 100)
-    >>> noisy = np.c_[level * np.exp(rng.normal(0, 0.1, 300)), level + rng.normal(0, 1, 300)]
-    >>> level_scaled_columns(noisy, changes=[100, 200])
-    (0,)
-    """
-    x = np.asarray(values, dtype=np.float64)
-    if x.ndim not in (1, 2) or len(x) < 3:
-        return ()
-    cols = x.reshape(len(x), -1)
-    cuts = np.unique(np.asarray(changes, dtype=np.int64))
-    after = np.arange(1, len(x))  # the row each first difference steps into
-    inside = ~np.isin(after, cuts)  # the differences that do not step across a change
-    segment = np.searchsorted(cuts, after, side="right")[inside]
-    found = []
-    for j in range(cols.shape[1]):
-        c = cols[:, j]
-        if not (np.isfinite(c).all() and (c > 0).all()):
-            continue
-        raw = np.diff(c)[inside]
-        if np.count_nonzero(raw) < min_steps:
-            continue
-        logged = np.diff(np.log(c))[inside]
-        sd_raw, sd_log = _sd_within(raw, segment), _sd_within(logged, segment)
-        log_level = 0.5 * (np.log(c[1:]) + np.log(c[:-1]))[inside]
-        if sd_raw > 0 and sd_log > 0 and np.log(sd_raw / sd_log) > log_level.mean():
-            found.append(j)
-    return tuple(found)
-
-
-def _sd_within(d: np.ndarray, segment: np.ndarray) -> float:
-    """The root mean square of ``d`` about the mean of its segment."""
-    n = np.bincount(segment)
-    mean = np.bincount(segment, weights=d) / np.maximum(n, 1)
-    r = d - mean[segment]
-    return float(np.sqrt(r @ r / len(r)))
-
-
 def log_columns(values: np.ndarray, columns: Sequence[int], names: Sequence[str] | None = None) -> np.ndarray:
     """A copy of ``values`` with each of ``columns`` in log space (natural log), as the
     detector reads the rates of trace windows: a metric whose noise grows with its level (a
@@ -356,26 +302,18 @@ def series_inputs(
     values: np.ndarray,
     *,
     counters: bool = True,
-    log: Sequence[int] | Literal["auto"] = (),
+    log: Sequence[int] = (),
     names: Sequence[str] | None = None,
-    changes: Sequence[int] = (),
 ) -> SeriesInputs:
     """What the detector reads of a series: each counter column (with ``counters``, see
     :func:`counter_columns`) as its increase per row, then each of ``log`` in log space (a
-    counter's increase is a rate, so it may be both); ``"auto"`` reads in log space the
-    columns whose noise grows with their level (:func:`level_scaled_columns`, judged on the
-    whole series, as counters are, inside the segments between ``changes``, the change rows of
-    the series read raw)."""
+    counter's increase is a rate, so it may be both)."""
     x = np.asarray(values, dtype=np.float64)
     as_rates = counter_columns(x) if counters else ()
     x = counter_rates(x, as_rates)
-    if isinstance(log, str) and log != "auto":
-        raise InputError(f"log is 'auto' or the indices of columns, got {log!r}")
-    logged = (
-        level_scaled_columns(x, changes)
-        if isinstance(log, str)
-        else tuple(dict.fromkeys(int(j) for j in log))
-    )
+    if isinstance(log, str):
+        raise InputError(f"log is the indices of columns, got {log!r}")
+    logged = tuple(dict.fromkeys(int(j) for j in log))
     return SeriesInputs(log_columns(x, logged, names), as_rates, logged)
 
 
@@ -388,7 +326,6 @@ __all__ = [
     "SeriesInputs",
     "counter_columns",
     "counter_rates",
-    "level_scaled_columns",
     "log_columns",
     "series_inputs",
 ]
