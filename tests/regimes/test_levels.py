@@ -73,6 +73,13 @@ def test_steps_across_a_short_piece_add_up() -> None:
     assert len({r[2] for r in layer.runs}) == 2
 
 
+def test_steps_are_measured_from_where_the_regime_last_stood() -> None:
+    # a level easing 14 % over 20 minutes in short pieces (the real 1M-1 runs near 10,000 s):
+    # no step of 0.12 separates the regime's last 10 blocks from what follows
+    layer = _layer(flat(4.89, 30), flat(4.85, 6), flat(4.83, 6), flat(4.75, 30))
+    assert layer.runs == [(0, 72, 0)]
+
+
 def test_a_level_the_trace_returns_to_gets_its_id_back() -> None:
     layer = _layer(flat(5.0, 30), flat(4.5, 30), flat(5.02, 30))
     assert [r[2] for r in layer.runs] == [0, 1, 0]

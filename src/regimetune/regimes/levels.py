@@ -7,9 +7,9 @@ line moves faster than ``drift_per_h`` (significantly, at ``match_p``) and by at
 ``min_step`` over the segment, else a **level**. Then, piece by piece:
 
 1. A piece that **continues** the regime in force (no step of ``min_step`` that is also
-   significant between that regime's tail and the piece's head, and the same kind, a
-   transition going the same way) joins it; the pieces held back since (see 3) were a burst
-   of it.
+   significant between that regime's tail, the mean of its last ``min_regime_s``, and the
+   piece's head, and the same kind, a transition going the same way) joins it; the pieces
+   held back since (see 3) were a burst of it.
 2. A long piece that does not continue it **founds** a regime: a level returns to a known
    level's id when every feature is within ``min_step / 2`` of it, else it takes a new id. The
    pieces held back since the regime in force are settled: together at least ``min_regime_s``
@@ -95,6 +95,15 @@ class Piece:
         )
 
 
+    def followed_by(self, q: Piece, k: int) -> Piece:
+        """This piece as the reference of its regime once the short piece ``q`` has joined
+        it: its tail becomes the mean of the regime's last ``k`` blocks (this tail's blocks
+        read at their mean), so steps are measured from where the regime last stood."""
+        m = min(q.n, k)
+        tail = (np.asarray(self.tail) * (k - m) + np.asarray(q.mean) * m) / k
+        return replace(self, tail=tuple(tail.tolist()))
+
+
 @dataclass
 class RegimeLayer:
     """The regimes found so far: runs of blocks with ids, the regime in force and what it
@@ -133,8 +142,7 @@ class RegimeLayer:
             self._label(self.held, self.current_id)  # a burst: the trace came back
             self.held = []
             self._label([p], self.current_id)
-            if p.kind is not None:  # a short piece moves no reference: steps add up across it
-                self.current = p
+            self.current = p if p.kind is not None else cur.followed_by(p, rules.min_blocks)
             return
         if p.kind == LEVEL or (cur is None and p.kind == TRANSITION):
             late = self._settle(p, rules)
