@@ -80,6 +80,22 @@ def test_steps_are_measured_from_where_the_regime_last_stood() -> None:
     assert layer.runs == [(0, 72, 0)]
 
 
+def test_a_level_that_settles_after_its_step_is_one_level() -> None:
+    # read live (the real 4-71689 run near 5,600 s): writes step down, a new level is founded
+    # on the first 10 blocks after the step, the segment is read again a block later as an
+    # 11-block settle (a move), and a flat stretch follows with no step: one level
+    layer = RegimeLayer()
+    settle = np.linspace(0.58, 0.40, 11)
+    for start, y in ((0, flat(1.24, 30)), (30, flat(0.5, 10)), (30, settle), (41, flat(0.39, 40))):
+        layer.feed(Piece.of(y[:, None], start, VAR, RULES), RULES)
+    assert Piece.of(settle[:, None], 30, VAR, RULES).kind == TRANSITION
+    assert [r[2] for r in layer.runs] == [0, 1] and layer.runs[-1] == (30, 81, 1)
+    assert layer.kinds == {0: LEVEL, 1: LEVEL}
+    # a decline read as one move, then a plateau: the decline stays a transition
+    layer = _layer(flat(6.0, 30), ramp(5.9, 5.2, 30), flat(5.15, 30))
+    assert layer.kinds[1] == TRANSITION and len(layer.kinds) == 3
+
+
 def test_a_level_the_trace_returns_to_gets_its_id_back() -> None:
     layer = _layer(flat(5.0, 30), flat(4.5, 30), flat(5.02, 30))
     assert [r[2] for r in layer.runs] == [0, 1, 0]

@@ -66,3 +66,19 @@ def test_live_the_steps_are_found_and_dated_within_five_minutes(shared_data: Pat
     for at in replayed:
         assert min(abs(at - d) for d in dated) <= 300.0, (at, dated)
     assert reversals([c.to_id for c in live]) == 0
+
+
+@pytest.mark.parametrize("name", [*RUNS, "scale-workers-1M-1-71688.kv.csv.gz"])
+def test_live_a_real_run_is_read_as_a_person_does(shared_data: Path, name: str) -> None:
+    # what the service pushes on: every change a person sees confirmed, none in an interval
+    # the person reads as quiet (a plateau easing in short pieces, a level settling after
+    # its step), no regime entered twice in a row
+    path = shared_data / "parsplice" / name
+    reading = PersonReading.from_dict(json.loads((path.parent / "labels.json").read_text())["traces"][name])
+    frame = window_frame(read_trace(path, spec=SPEC), window_s=10.0)
+    det = OnlineRegimeDetector()
+    live = [c for w in frame.records() if (c := det.update(w)) is not None]
+    t0 = float(frame["start"][0])
+    c = check_reading([x.at_time - t0 for x in live if x.from_id is not None], [], reading)
+    assert all(c.needs_found) and not any(c.quiet_broken), c
+    assert reversals([x.to_id for x in live]) == 0

@@ -9,7 +9,9 @@ line moves faster than ``drift_per_h`` (significantly, at ``match_p``) and by at
 1. A piece that **continues** the regime in force (no step of ``min_step`` that is also
    significant between that regime's tail, the mean of its last ``min_regime_s``, and the
    piece's head, and the same kind, a transition going the same way) joins it; the pieces
-   held back since (see 3) were a burst of it.
+   held back since (see 3) were a burst of it. A level and a move of one piece next to it
+   with no step between are one level where, read as one line, they are a level (a level
+   settling after its step).
 2. A long piece that does not continue it **founds** a regime: a level returns to a known
    level's id when every feature is within ``min_step / 2`` of it, else it takes a new id. The
    pieces held back since the regime in force are settled: together at least ``min_regime_s``
@@ -76,13 +78,7 @@ class Piece:
             stt = float((t * t).sum())
             if stt > 0:
                 slope = (t[:, None] * (y - y.mean(axis=0))).sum(axis=0) / stt
-                se = np.sqrt(var / stt)
-                moved = (np.abs(slope) - rules.z * se > rules.drift) & (
-                    np.abs(slope) * (n - 1) >= rules.min_step
-                )
-                kind = TRANSITION if moved.any() else LEVEL
-            else:
-                kind = LEVEL
+            kind = _pace(slope, stt, n, var, rules)
         return cls(
             start=start,
             end=start + n,
@@ -94,7 +90,6 @@ class Piece:
             kind=kind,
         )
 
-
     def followed_by(self, q: Piece, k: int) -> Piece:
         """This piece as the reference of its regime once the short piece ``q`` has joined
         it: its tail becomes the mean of the regime's last ``k`` blocks (this tail's blocks
@@ -102,6 +97,28 @@ class Piece:
         m = min(q.n, k)
         tail = (np.asarray(self.tail) * (k - m) + np.asarray(q.mean) * m) / k
         return replace(self, tail=tuple(tail.tolist()))
+
+    def together(self, q: Piece, rules: Rules) -> Piece:
+        """This piece and the later long piece ``q`` read as one: the least-squares line of
+        both (from each one's mean and slope), its kind by its pace, ``q``'s tail."""
+        n = np.array([self.n, q.n], dtype=np.float64)
+        c = np.array([(self.start + self.end - 1) / 2.0, (q.start + q.end - 1) / 2.0])
+        m, b = np.array([self.mean, q.mean]), np.array([self.slope, q.slope])
+        sxx = n * (n * n - 1.0) / 12.0
+        centre, mean = float(n @ c) / n.sum(), (n @ m) / n.sum()
+        stt = float(sxx.sum() + (n * (c - centre) ** 2).sum())
+        slope = (
+            (sxx[:, None] * b).sum(axis=0) + ((n * (c - centre))[:, None] * (m - mean)).sum(axis=0)
+        ) / stt
+        var = np.asarray(self.sd) ** 2 * min(self.n, rules.min_blocks)
+        return replace(
+            self,
+            end=q.end,
+            tail=q.tail,
+            mean=tuple(mean.tolist()),
+            slope=tuple(slope.tolist()),
+            kind=_pace(slope, stt, q.end - self.start, var, rules),
+        )
 
 
 @dataclass
@@ -138,11 +155,19 @@ class RegimeLayer:
                 self.current = p
                 self._note(p, rid)
             return
-        if cur is not None and _continues(cur, p, rules):
+        if cur is not None and _continues(cur, p, rules, alone=self._alone(cur)):
             self._label(self.held, self.current_id)  # a burst: the trace came back
             self.held = []
             self._label([p], self.current_id)
-            self.current = p if p.kind is not None else cur.followed_by(p, rules.min_blocks)
+            if p.kind is None:
+                self.current = cur.followed_by(p, rules.min_blocks)
+            elif p.kind != cur.kind:  # a level with a short move in it: the regime is that level
+                if self._alone(cur):
+                    self.kinds[self.current_id] = LEVEL
+                self.current = cur.together(p, rules)
+                self._note(self.current, self.current_id)
+            else:
+                self.current = p
             return
         if p.kind == LEVEL or (cur is None and p.kind == TRANSITION):
             late = self._settle(p, rules)
@@ -152,6 +177,14 @@ class RegimeLayer:
             self.current, self.current_id = p, found
             return
         self.held.append(p)
+
+    def _alone(self, piece: Piece) -> bool:
+        """Whether the regime in force is ``piece`` alone (it began there, and not before)."""
+        return (
+            bool(self.runs)
+            and self.runs[-1][0] == piece.start
+            and all(r[2] != self.current_id for r in self.runs[:-1])
+        )
 
     def finish(self, rules: Rules, *, growing: bool = False) -> None:
         """Settle the pieces held back at the end of the blocks. ``growing``: the blocks go
@@ -286,9 +319,11 @@ class RegimeLayer:
         )
 
 
-def _continues(cur: Piece, p: Piece, rules: Rules) -> bool:
+def _continues(cur: Piece, p: Piece, rules: Rules, *, alone: bool) -> bool:
     """Whether ``p`` goes on from ``cur``: no step a person sees (at least ``min_step`` and
-    significant) in any feature, and the same kind (a transition the same way)."""
+    significant) in any feature, and the same kind (a transition the same way), or a level
+    and a move that, read as one, are a level (a level's settling; not the end of a
+    transition of several pieces: ``alone`` says the regime in force is ``cur`` alone)."""
     if not rules.join:
         return False
     step = np.abs(np.asarray(p.head) - np.asarray(cur.tail))
@@ -298,8 +333,18 @@ def _continues(cur: Piece, p: Piece, rules: Rules) -> bool:
     if cur.kind is None or p.kind is None:
         return True
     if cur.kind != p.kind:
-        return False
+        return (cur.kind == LEVEL or alone) and cur.together(p, rules).kind == LEVEL
     return cur.kind == LEVEL or bool(np.all(np.sign(p.slope) * np.sign(cur.slope) >= 0))
+
+
+def _pace(slope: np.ndarray, stt: float, n: int, var: np.ndarray, rules: Rules) -> str:
+    """A line's kind: a transition where some feature moves faster than the drift a level
+    may have (significantly) and by at least ``min_step`` over its ``n`` blocks."""
+    if stt <= 0:
+        return LEVEL
+    se = np.sqrt(var / stt)
+    moved = (np.abs(slope) - rules.z * se > rules.drift) & (np.abs(slope) * (n - 1) >= rules.min_step)
+    return TRANSITION if moved.any() else LEVEL
 
 
 __all__ = ["LEVEL", "TRANSITION", "Piece", "RegimeLayer", "Rules"]
