@@ -201,22 +201,22 @@ def run(
         leaving_id = next(n.id for n in before.topo.nodes.values() if n.address == leaving.address)
         entry = lc.masters[0]
         stop, out = mp.Event(), mp.Queue()
-        client = mp.Process(target=client_loop, args=(entry.port, names, sizes, probs, stop, out))
+        client = mp.Process(
+            target=client_loop, args=(entry.port, names, sizes, probs, stop, out), daemon=True
+        )
         client.start()
         time.sleep(0.5)
         extra: dict[str, Any] = {}
         t0 = time.perf_counter()
         if method == "rebalance":
             if kind == "commission":
+                known = {n.id for n in before.topo.nodes.values()}
                 for s in lc.spares:
                     redis_cli("add-node", s.address, entry.address)
-                # as regimetune does: rebalance only once every node knows the new ones
-                wait_converged(
-                    rescaler.conns,
-                    entry.address,
-                    {n.id for n in before.topo.nodes.values()}
-                    | {node_id(rescaler.conns, s.address) for s in lc.spares},
-                )
+                    # as regimetune does: go on only once every node knows the new one
+                    # (add-node checks that the nodes agree, and the next one would fail)
+                    known.add(node_id(rescaler.conns, s.address))
+                    wait_converged(rescaler.conns, entry.address, known)
                 redis_cli("rebalance", entry.address, "--cluster-use-empty-masters")
             else:
                 redis_cli("rebalance", entry.address, "--cluster-weight", f"{leaving_id}=0")
