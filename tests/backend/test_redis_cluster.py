@@ -82,6 +82,10 @@ def test_commission_then_decommission_keeps_every_key(
         with n.client() as c:
             assert c.config_get("cluster-allow-replica-migration")["cluster-allow-replica-migration"] == "yes"
 
+    # the slot moves were timed, and the next plan's prediction is fitted to them
+    assert 0 < done.moves_s <= done.wall_s and done.predicted_s > 0
+    assert len(r.store.timings()) >= done.slots_moved / r.slot_batch
+
     planned = r.plan(RescaleOperation(kind="decommission", servers=[0]), PufferscaleWeights(), settings)
     gone = next(n for n, s in planned.snapshot.servers.items() if s == 0)
     leaving = next(m for m in lc.masters if m.address == planned.snapshot.topo.nodes[gone].address)
@@ -240,3 +244,17 @@ def test_rest_contract_over_a_cluster(cluster: tuple[LocalCluster, dict[str, byt
         assert out["execution"]["slots_moved"] == len(out["plan"]["migrations"])
         assert client.get("/v1/placement").json()["servers"] == [0, 1, 2, 3]
     assert missing_keys(lc, keys) == []
+
+
+def test_calibration_times_moves_and_leaves_the_cluster_as_it_was(
+    cluster: tuple[LocalCluster, dict[str, bytes]], tmp_path: Path
+) -> None:
+    lc, keys = cluster
+    r = rescaler(lc, tmp_path / "b.db")
+    before = owners(r)
+    costs = r.calibrate(sizes=(1, 4, 16))
+    assert owners(r) == before and r.topology().problems() == []
+    assert missing_keys(lc, keys) == []
+    assert costs.batches_fitted == len(r.store.timings()) == 6
+    assert costs.per_batch_s + costs.per_slot_s > 0
+    assert r.costs() == costs  # fitted from the state file from now on
