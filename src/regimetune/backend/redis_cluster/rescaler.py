@@ -260,9 +260,10 @@ class RedisClusterRescaler:
             if owners.get(slot) not in (None, dst):
                 groups[(owners[slot], dst)].append(slot)
         intro = 0.0
-        for _src, slot in _intro_slots(groups, stats, new_nodes).values():
+        for dst, (src, slot) in _intro_slots(groups, stats, new_nodes).items():
             intro += costs.pair_seconds(PairWork(1, int(stats.keys[slot]), float(stats.bytes[slot])), 1)
-        rest = {s: d for (src, d), slots in groups.items() for s in slots}
+            groups[(src, dst)].remove(slot)
+        rest = {s: dst for (_src, dst), slots in groups.items() for s in slots}
         return intro + costs.predict(pair_work(rest, owners, stats.keys, stats.bytes), self.slot_batch)
 
     def calibrate(self, *, sizes: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), rounds: int = 2) -> MoveCosts:
