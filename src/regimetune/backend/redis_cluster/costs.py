@@ -15,14 +15,20 @@ rescale takes at least its busiest node's sum over its pairs (:meth:`MoveCosts.p
 The coefficients are fitted (least squares, none negative) to the batches the mover timed on
 this cluster, kept in the backend's state between runs; before a first move,
 :data:`DEFAULT_COSTS`, fitted the same way on a local cluster of this machine (loopback,
-nodes.conf on local disk).
+nodes.conf on local disk). :func:`calibrate` times one-way moves on a cluster given to it.
 """
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from regimetune.backend.redis_cluster.measure import SlotStats
+    from regimetune.backend.redis_cluster.topology import Connections, Topology
 
 import numpy as np
 
@@ -112,8 +118,8 @@ class MoveCosts:
         )
 
 
-#: Of the order :meth:`RedisClusterRescaler.calibrate` fits on a local cluster of this machine
-#: (4 masters on loopback, 1-16 KiB values, nodes.conf on local disk).
+#: Of the order :func:`calibrate` fits on a local cluster of this machine (loopback, 1-16 KiB
+#: values, nodes.conf on local disk).
 DEFAULT_COSTS = MoveCosts(per_batch_s=5e-3, per_slot_s=2e-4, per_key_s=2e-5, per_byte_s=3e-9)
 
 
@@ -136,8 +142,50 @@ def pair_work(
     return {pair: PairWork(int(a[0]), int(a[1]), float(a[2])) for pair, a in acc.items()}
 
 
+def calibrate(
+    conns: Connections,
+    topo: Topology,
+    stats: SlotStats,
+    *,
+    sizes: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+    rounds: int = 2,
+    key_batch: int = 200,
+) -> list[BatchTiming]:
+    """Time batches of ``sizes`` slots (each size ``rounds`` times) moved from the master with
+    the most slots to the next one, the largest slots first, so slots, keys and bytes vary
+    between batches; one slot first, untimed (the first ``MIGRATE`` between two nodes opens
+    their connection). The slots stay where they went: this is for a scratch cluster (a slot
+    moved straight back can be lost to the race of config epochs, see the rescaler)."""
+    from regimetune.backend.redis_cluster.migrate import SlotMove, SlotMover
+
+    masters = topo.masters
+    src, dst = sorted(masters, key=lambda node: -len(node.slots))[:2]
+    mine = sorted(src.slots, key=lambda s: -float(stats.bytes[s]))
+    mover = SlotMover(conns, key_batch=key_batch)
+    mover.move([SlotMove(mine.pop(), src, dst)], masters)
+    out = []
+    for n in sizes:
+        for _ in range(rounds):
+            slots, mine = mine[:n], mine[n:]
+            t = time.perf_counter()
+            keys = mover.move([SlotMove(s, src, dst) for s in slots], masters)
+            out.append(
+                BatchTiming(len(slots), keys, float(stats.bytes[slots].sum()), time.perf_counter() - t)
+            )
+    return out
+
+
 def timings_of(rows: Iterable[tuple[int, int, float, float]]) -> list[BatchTiming]:
     return [BatchTiming(int(s), int(k), float(b), float(t)) for s, k, b, t in rows]
 
 
-__all__ = ["DEFAULT_COSTS", "MIN_BATCHES", "BatchTiming", "MoveCosts", "PairWork", "pair_work", "timings_of"]
+__all__ = [
+    "DEFAULT_COSTS",
+    "MIN_BATCHES",
+    "BatchTiming",
+    "MoveCosts",
+    "PairWork",
+    "calibrate",
+    "pair_work",
+    "timings_of",
+]

@@ -91,10 +91,11 @@ def _epochs(conns: Connections, address: str) -> tuple[str, dict[str, int]]:
 def wait_epochs_known(
     conns: Connections, addresses: Sequence[str], *, timeout: float = JOIN_TIMEOUT_S
 ) -> None:
-    """Poll until every node knows every other's config epoch as that node has it. A slot
-    that goes back to a node that just gave it away must wait for this: the node's claim
-    takes an epoch above the greatest it knows, and one below the other's fresh claim loses
-    to it, in that node's own view (the slot then has no owner that serves it)."""
+    """Poll until every node knows every other's config epoch as that node has it. A node
+    that reclaims a slot it just gave away takes an epoch above the greatest it knows; one
+    below the taker's fresh claim loses to it in its own view, and the slot then has no node
+    that serves it. This wait makes that less likely, not impossible: slots moved straight
+    back still lost that race now and then."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         views = dict(_epochs(conns, a) for a in addresses)

@@ -266,51 +266,6 @@ class RedisClusterRescaler:
         rest = {s: dst for (_src, dst), slots in groups.items() for s in slots}
         return intro + costs.predict(pair_work(rest, owners, stats.keys, stats.bytes), self.slot_batch)
 
-    def calibrate(self, *, sizes: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), rounds: int = 2) -> MoveCosts:
-        """Time moves of sample slots between two masters and back (the cluster ends as it
-        was), keep the timings with the others, and answer the costs fitted to them all.
-        The batches take ``sizes`` slots each, from the largest of the source's slots down,
-        so slots, keys and bytes vary between them; each goes there and back ``rounds``
-        times, after one slot moved there and back untimed (the first ``MIGRATE`` between
-        two nodes opens their connection). A run killed here leaves at most one batch open,
-        which the next run finishes (to the other master: no key is lost)."""
-        if self.store.journal() is not None:
-            raise ConflictError("a rescale is in flight: it is finished (resume) before a calibration")
-        snap = self.snapshot()
-        masters = snap.topo.masters
-        if len(masters) < 2:
-            raise InfeasibleError("a calibration moves slots between two masters; the cluster has one")
-        src, dst = sorted(masters, key=lambda node: -len(node.slots))[:2]
-        mine = sorted(src.slots, key=lambda s: -float(snap.stats.bytes[s]))
-        everyone = [node.address for node in snap.topo.nodes.values()]
-        mover = SlotMover(self.conns, key_batch=self.key_batch)
-        timed: list[BatchTiming] = []
-
-        def there_and_back(slots: list[int]) -> list[BatchTiming]:
-            out = []
-            for a, b in ((src, dst), (dst, src)):
-                t = time.perf_counter()
-                keys = mover.move([SlotMove(s, a, b) for s in slots], masters)
-                out.append(
-                    BatchTiming(
-                        len(slots), keys, float(snap.stats.bytes[slots].sum()), time.perf_counter() - t
-                    )
-                )
-                wait_epochs_known(self.conns, everyone)
-            return out
-
-        there_and_back(mine[-1:])  # warm-up, untimed
-        start = 0
-        for n in sizes:
-            slots = mine[start : start + n]
-            start += n
-            for _ in range(rounds):
-                timed += there_and_back(slots)
-        wait_converged(self.conns, self.seed, set(snap.topo.nodes))
-        self.store.add_timings(timed)
-        self._costs = None
-        return self.costs()
-
     # -- planning ------------------------------------------------------------------------------
     def plan(
         self,
@@ -495,8 +450,11 @@ class RedisClusterRescaler:
                 removed.append(node.address)
                 self.log(f"removed {node.address} (no slot, no key left): forgotten by every node")
         topo = self.topology()
-        # a plan that follows at once may move a slot back: every node knows the epochs first
-        # (the moves are done: a node that does not answer is the next plan's refusal)
+        # A plan that follows at once may move a slot back to the node that gave it away: if
+        # that node reclaims it before it knows the taker's new config epoch, its claim can
+        # lose to the taker's in its own view, and nobody serves the slot. So every node knows
+        # every epoch first (the moves are done: a node that does not answer is the next
+        # plan's refusal).
         try:
             wait_epochs_known(self.conns, [n.address for n in topo.nodes.values()], timeout=10.0)
         except (ClusterUnhealthy, SourceError) as exc:
