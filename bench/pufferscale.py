@@ -4,7 +4,8 @@
 rescalings (128..2,048 servers) as warm-up with the strategy under test; then, ``--reps``
 times, 9 rescalings (the 9th to the scenario's start size) and the recorded one. Scenarios:
 commission 128 -> 2,048, 256 -> 320; decommission 2,048 -> 128, 320 -> 256. Strategies LT,
-DT, LDT; planner times are CPU time of the planning thread (one core, whatever else runs).
+DT, LDT, planned by the paper's Algorithms 1-2 (``--heuristic release``: the planner's default);
+planner times are CPU time of the planning thread (one core, whatever else runs).
 Also times ``plan_rescale`` (with its pydantic models) on the 128 -> 2,048 commission, and
 tunes the weights (``--skip-tuning`` to skip) on volatile commissions, volatile
 decommissions and stable decommissions: ``--tune-seeds`` tuning runs each, on
@@ -62,7 +63,7 @@ RANGE_BAND = (0.32, 0.70)
 STRATEGIES = ("LT", "DT", "LDT")
 
 
-def _full_api_ms(repeats: int = 5) -> tuple[float, float]:
+def _full_api_ms(heuristic: str, repeats: int = 5) -> tuple[float, float]:
     rng = np.random.default_rng(0)
     n = 8192
     load = np.abs(rng.normal(1, 0.4, n))
@@ -73,19 +74,19 @@ def _full_api_ms(repeats: int = 5) -> tuple[float, float]:
     wall, cpu = [], []
     for _ in range(repeats):
         t0, c0 = time.perf_counter(), time.thread_time()
-        plan_rescale(buckets, placement, list(range(128)), op, PRESETS["LDT"])
+        plan_rescale(buckets, placement, list(range(128)), op, PRESETS["LDT"], heuristic=heuristic)  # type: ignore[arg-type]
         wall.append(time.perf_counter() - t0)
         cpu.append(time.thread_time() - c0)
     return float(np.median(wall) * 1e3), float(np.median(cpu) * 1e3)
 
 
-def _scenarios(reps: int, seed: int) -> dict[str, dict[str, dict[str, float]]]:
+def _scenarios(reps: int, seed: int, heuristic: str) -> dict[str, dict[str, dict[str, float]]]:
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, (a, b) in SCENARIOS.items():
         out[name] = {}
         for strat in STRATEGIES:
             t0 = time.perf_counter()
-            r = run_scenario(PRESETS[strat], start=a, end=b, reps=reps, seed=seed)
+            r = run_scenario(PRESETS[strat], start=a, end=b, reps=reps, seed=seed, heuristic=heuristic)  # type: ignore[arg-type]
             out[name][strat] = {
                 "planner_ms_median": float(np.median(r.planner_seconds) * 1e3),
                 "l_ratio": float(np.median(r.l_ratio)),
@@ -233,10 +234,12 @@ def _warm(
     }
 
 
-def _tuning(budget: int, n_seeds: int, n_train: int, n_test: int) -> dict[str, dict[str, object]]:
+def _tuning(
+    budget: int, n_seeds: int, n_train: int, n_test: int, heuristic: str
+) -> dict[str, dict[str, object]]:
     """Tune each campaign with ``n_seeds`` tuning seeds; score the chosen weights and every
     preset on ``n_test`` campaigns that no tuning run saw; the verdict is on the median."""
-    kw = dict(n_buckets=1024, min_servers=16, max_servers=256, warmup=10, operations=20)
+    kw = dict(n_buckets=1024, min_servers=16, max_servers=256, warmup=10, operations=20, heuristic=heuristic)
     seeds = range(TEST_SEED0, TEST_SEED0 + n_test)
     out: dict[str, dict[str, object]] = {}
     for name, extra in TUNING_CAMPAIGNS.items():
@@ -314,19 +317,26 @@ def main() -> None:
     ap.add_argument("--train-campaigns", type=int, default=64, help="training (and held-out) campaigns")
     ap.add_argument("--test-campaigns", type=int, default=128, help="campaigns that score the result")
     ap.add_argument("--skip-tuning", action="store_true")
+    ap.add_argument(
+        "--heuristic",
+        choices=("paper", "release"),
+        default="paper",
+        help="the planner's heuristic: the paper's Algorithms 1-2 (its figures), or the default release",
+    )
     args = ap.parse_args()
     # Compile the kernels first so no timing includes numba's compilation.
     run_scenario(PRESETS["LDT"], start=5, end=8, reps=1, n_buckets=16, min_servers=2, max_servers=8, warmup=2)
-    full_ms, full_cpu_ms = _full_api_ms()
+    full_ms, full_cpu_ms = _full_api_ms(args.heuristic)
     print(
         f"plan_rescale (with models), commission 128 -> 2,048: {full_ms:.1f} ms wall, {full_cpu_ms:.1f} ms CPU",
         flush=True,
     )
-    res = _scenarios(args.reps, args.seed)
+    res = _scenarios(args.reps, args.seed, args.heuristic)
     big = res["commission_128_to_2048"]
     planner_ms = float(np.median([big[s]["planner_ms_median"] for s in STRATEGIES]))
     summary: dict[str, object] = {
         "reps": args.reps,
+        "heuristic": args.heuristic,
         "planner_ms_commission_1920": planner_ms,
         "plan_rescale_ms_commission_1920": full_ms,
         "plan_rescale_cpu_ms_commission_1920": full_cpu_ms,
@@ -352,7 +362,9 @@ def main() -> None:
         where = "inside" if RANGE_BAND[0] <= r <= RANGE_BAND[1] else "outside"
         print(f"Fig. {PAPER_PANELS[name]}: LDT's duration range {r:.0%} shorter than LT's ({where} 32-70%)")
     if not args.skip_tuning:
-        summary["tuning"] = _tuning(args.budget, args.tune_seeds, args.train_campaigns, args.test_campaigns)
+        summary["tuning"] = _tuning(
+            args.budget, args.tune_seeds, args.train_campaigns, args.test_campaigns, args.heuristic
+        )
     print(json.dumps(summary))
 
 

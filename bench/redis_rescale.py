@@ -14,24 +14,31 @@ tags). Two operations, each on a fresh cluster with the same keys:
 
 A separate client process reads (80 %) and writes (20 %) keys drawn from the load
 distribution through a cluster client while the cluster moves; it counts the errors it sees
-(redirections it follows are not errors) and remembers what it wrote, so the keys are
-checked against the values they should hold afterwards. Load per slot is the client's own
-request share (Redis 7.0 keeps no per-slot load). The ``tuned`` weights come from the
-tuner's campaign search on this cluster's per-slot bytes and load (4-6 servers).
+and remembers what it wrote, so the keys are checked against the values they should hold
+afterwards. Redirections it follows are not errors: redis-py's client, with one addition a
+well-behaved cluster client has (an ASK to a node it does not know yet is followed, the node
+learnt; redis/redis-py#2432), counted apart. Load per slot is the client's own request share
+(Redis 7.0 keeps no per-slot load). The ``tuned`` weights come from the tuner's campaign
+search on this cluster's per-slot bytes and load (4-6 servers).
 
 For each: the largest master's bytes (measured by the Lua scan after the move) and load over
 the mean, bytes and slots moved, wall time of the whole operation (joining nodes included),
-keys lost, client errors; for regimetune also the planner's predicted duration (Eq. 3 at
-``--net-bandwidth``) beside the measured move. Ratios are to ``rebalance`` in the same run.
+keys lost, client errors; and the least bytes any plan must move to leave every master within
+1.10x (and 1.00x) the mean bytes. For regimetune, the move's time predicted by the cost model
+of a slot move (fitted to batches timed on a scratch cluster with the same keys, before the
+runs) stands beside the measured one, and the planner's Eq. 3 at ``--net-bandwidth`` (bytes
+over bandwidth). Ratios are to ``rebalance`` in the same run.
 
     nice .venv/bin/python bench/redis_rescale.py --keys 40000
 
-The last line is JSON: {"commission": {METHOD: {...}}, "decommission": {METHOD: {...}}}.
+The last line is JSON: {"commission": {METHOD: {...}}, "decommission": {METHOD: {...}},
+"move_costs": {...}}.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing as mp
 import subprocess
@@ -45,6 +52,7 @@ import numpy as np
 
 from regimetune.backend import load_settings
 from regimetune.backend.redis_cluster import RedisClusterRescaler, RedisStateStore
+from regimetune.backend.redis_cluster.costs import DEFAULT_COSTS, MoveCosts, calibrate
 from regimetune.backend.redis_cluster.local import LocalCluster, LocalRedis
 from regimetune.backend.redis_cluster.membership import node_id, wait_converged
 from regimetune.backend.redis_cluster.topology import SLOTS
@@ -117,14 +125,39 @@ def fill(port: int, names: list[str], sizes: np.ndarray) -> None:
     rc.close()
 
 
+def asking_cluster(port: int) -> Any:
+    """A redis-py cluster client that follows an ASK to a node it does not know yet, as the
+    cluster specification asks of a client: a node that holds no slot is in no ``CLUSTER
+    SLOTS`` reply, so while it imports its first slot redis-py finds no node for the ASK
+    and fails (redis/redis-py#2432). This one adds the node to its cache on demand (as a
+    MOVED would), sends ``ASKING`` and the command there, and counts in
+    ``asks_to_new_nodes`` the nodes it learnt that way."""
+    import redis
+    from redis.cluster import PRIMARY, ClusterNode
+
+    class AskingCluster(redis.RedisCluster):  # type: ignore[misc]
+        asks_to_new_nodes = 0
+
+        def get_node(
+            self, host: str | None = None, port: int | None = None, node_name: str | None = None
+        ) -> Any:
+            node = super().get_node(host, port, node_name)
+            if node is None and host is not None and port is not None:
+                node = ClusterNode(host, port, server_type=PRIMARY)
+                self.nodes_manager.nodes_cache[node.name] = node
+                self.asks_to_new_nodes += 1
+            return node
+
+    return AskingCluster(host="127.0.0.1", port=port)
+
+
 def client_loop(
     port: int, names: list[str], sizes: np.ndarray, probs: np.ndarray, stop: Any, out: Any
 ) -> None:
     """Reads and writes until ``stop``; puts (ops, errors, {key index: last version}, {key
-    index: versions whose write failed}) on ``out``."""
-    import redis
-
-    rc = redis.RedisCluster(host="127.0.0.1", port=port)
+    index: versions whose write failed}, ASKs followed to nodes the client did not know)
+    on ``out``."""
+    rc = asking_cluster(port)
     rng = np.random.default_rng(7)
     ops = 0
     errors: dict[str, int] = {}
@@ -150,7 +183,7 @@ def client_loop(
                 errors[what] = errors.get(what, 0) + 1
             ops += 1
     rc.close()
-    out.put((ops, errors, written, uncertain))
+    out.put((ops, errors, written, uncertain, rc.asks_to_new_nodes))
 
 
 def lost_keys(
@@ -170,6 +203,20 @@ def lost_keys(
                 lost += 1
     rc.close()
     return lost
+
+
+def bytes_floors(before: Any, leaving: str | None, joining: int) -> dict[str, float]:
+    """The least bytes any plan moves to leave every master within 1.10x, and within 1.00x,
+    the mean bytes: what masters hold above that, and all a leaving master holds."""
+    per: dict[str, float] = {n.id: 0.0 for n in before.topo.masters}
+    for s, nid in before.topo.slot_owners().items():
+        per[nid] += float(before.stats.bytes[s])
+    gone = {n.id for n in before.topo.masters if n.address == leaving}
+    mean = sum(per.values()) / (len(per) - len(gone) + joining)
+    out = {}
+    for name, x in (("bytes_floor_1_10", 1.10), ("bytes_floor_1_00", 1.0)):
+        out[name] = sum(b if nid in gone else max(0.0, b - x * mean) for nid, b in per.items())
+    return out
 
 
 # -- one run -------------------------------------------------------------------------------------
@@ -194,29 +241,31 @@ def run(
             RedisStateStore(settings.state),
             spares=[s.address for s in lc.spares],
             key_batch=args.key_batch,
+            costs=work["costs"],
         )
         before = rescaler.snapshot(client_load=slot_load)
         owners_before = before.topo.slot_owners()
         leaving = lc.masters[-1]
+        floors = bytes_floors(before, leaving.address if kind == "decommission" else None, len(lc.spares))
         leaving_id = next(n.id for n in before.topo.nodes.values() if n.address == leaving.address)
         entry = lc.masters[0]
         stop, out = mp.Event(), mp.Queue()
-        client = mp.Process(target=client_loop, args=(entry.port, names, sizes, probs, stop, out))
+        client = mp.Process(
+            target=client_loop, args=(entry.port, names, sizes, probs, stop, out), daemon=True
+        )
         client.start()
         time.sleep(0.5)
         extra: dict[str, Any] = {}
         t0 = time.perf_counter()
         if method == "rebalance":
             if kind == "commission":
+                known = {n.id for n in before.topo.nodes.values()}
                 for s in lc.spares:
                     redis_cli("add-node", s.address, entry.address)
-                # as regimetune does: rebalance only once every node knows the new ones
-                wait_converged(
-                    rescaler.conns,
-                    entry.address,
-                    {n.id for n in before.topo.nodes.values()}
-                    | {node_id(rescaler.conns, s.address) for s in lc.spares},
-                )
+                    # as regimetune does: go on only once every node knows the new one
+                    # (add-node checks that the nodes agree, and the next one would fail)
+                    known.add(node_id(rescaler.conns, s.address))
+                    wait_converged(rescaler.conns, entry.address, known)
                 redis_cli("rebalance", entry.address, "--cluster-use-empty-masters")
             else:
                 redis_cli("rebalance", entry.address, "--cluster-weight", f"{leaving_id}=0")
@@ -232,8 +281,10 @@ def run(
             t_move = time.perf_counter()
             done = rescaler.execute(planned)
             extra = {
-                "predicted_s": planned.plan.metrics.t_max,
-                "move_s": time.perf_counter() - t_move,
+                "predicted_s": done.predicted_s,
+                "moves_s": done.moves_s,
+                "predicted_eq3_s": planned.plan.metrics.t_max,
+                "execute_s": time.perf_counter() - t_move,
                 "plan_s": t_move - t0,
                 "predicted_max_bytes_over_mean": planned.plan.metrics.d_max / planned.plan.metrics.d_target,
                 "predicted_max_load_over_mean": planned.plan.metrics.l_max / planned.plan.metrics.l_target,
@@ -242,7 +293,7 @@ def run(
         wall = time.perf_counter() - t0
         time.sleep(0.3)
         stop.set()
-        ops, errors, written, uncertain = out.get(timeout=120)
+        ops, errors, written, uncertain, asks_to_new = out.get(timeout=120)
         client.join(30)
         seed = next(m for m in lc.masters if m is not leaving or kind == "commission")
         after = RedisClusterRescaler(seed.address, RedisStateStore(Path(tmp) / "after.db")).snapshot(
@@ -265,11 +316,25 @@ def run(
             "client_errors": sum(errors.values()),
             "client_error_kinds": errors,
             "client_ops": ops,
+            "client_asks_to_new_nodes": asks_to_new,
             "masters_after": len(per_bytes),
+            **floors,
             **extra,
         }
         rescaler.close()
         return row
+
+
+def move_costs(names: list[str], sizes: np.ndarray, key_batch: int) -> MoveCosts:
+    """The cost model of slot moves, fitted to batches timed on a scratch cluster of four
+    masters holding the same keys (one-way moves: see costs.calibrate)."""
+    with LocalCluster(4) as lc, tempfile.TemporaryDirectory() as tmp:
+        fill(lc.masters[0].port, names, sizes)
+        r = RedisClusterRescaler(lc.address, RedisStateStore(Path(tmp) / "c.db"))
+        snap = r.snapshot()
+        timings = calibrate(r.conns, snap.topo, snap.stats, key_batch=key_batch)
+        r.close()
+    return MoveCosts.fit(timings, DEFAULT_COSTS)
 
 
 def tuned_weights(work: dict[str, Any], args: argparse.Namespace) -> tuple[PufferscaleWeights, str]:
@@ -317,6 +382,12 @@ def main() -> None:
         f"of the bytes, hottest slot {slot_load.max() / slot_load.sum():.1%} of the load",
         flush=True,
     )
+    t = time.perf_counter()
+    work["costs"] = move_costs(names, sizes, args.key_batch)
+    print(
+        f"move costs calibrated on a scratch cluster ({time.perf_counter() - t:.0f} s): {work['costs']}",
+        flush=True,
+    )
     methods = args.methods.split(",")
     weights: dict[str, PufferscaleWeights | None] = {"rebalance": None, **{k: v for k, v in PRESETS.items()}}
     if "tuned" in methods:
@@ -334,7 +405,8 @@ def main() -> None:
             row = run(kind, method, weights[method], args, work)
             result[kind][method] = row
             pred = (
-                f", predicted {row['predicted_s']:.3f} s vs move {row['move_s']:.2f} s"
+                f", moves predicted {row['predicted_s']:.2f} s, measured {row['moves_s']:.2f} s "
+                f"(Eq. 3: {row['predicted_eq3_s']:.3f} s)"
                 if "predicted_s" in row
                 else ""
             )
@@ -342,9 +414,16 @@ def main() -> None:
                 f"{kind:12s} {method:9s} bytes max/mean {row['max_bytes_over_mean']:.3f}  load max/mean "
                 f"{row['max_load_over_mean']:.3f}  moved {row['bytes_moved'] / 2**20:7.1f} MiB in "
                 f"{row['slots_moved']:5d} slots  {row['wall_s']:6.2f} s  lost {row['keys_lost']}  "
-                f"client errors {row['client_errors']}/{row['client_ops']}{pred}",
+                f"client errors {row['client_errors']}/{row['client_ops']} "
+                f"(new nodes learnt from ASK {row['client_asks_to_new_nodes']}){pred}",
                 flush=True,
             )
+        floors = next(iter(result[kind].values()))
+        print(
+            f"{kind}: any plan moves at least {floors['bytes_floor_1_10'] / 2**20:.1f} MiB to leave every master "
+            f"within 1.10x the mean bytes, {floors['bytes_floor_1_00'] / 2**20:.1f} MiB within 1.00x",
+            flush=True,
+        )
         base = result[kind].get("rebalance")
         if base:
             for row in result[kind].values():
@@ -352,6 +431,7 @@ def main() -> None:
                     row["bytes_moved"] / base["bytes_moved"] if base["bytes_moved"] else None
                 )
                 row["wall_vs_rebalance"] = row["wall_s"] / base["wall_s"]
+    result["move_costs"] = dataclasses.asdict(work["costs"])  # type: ignore[assignment]
     print(json.dumps(result))
 
 

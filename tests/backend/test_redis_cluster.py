@@ -17,6 +17,7 @@ import pytest
 
 from regimetune.backend import create_app, load_settings
 from regimetune.backend.redis_cluster import ClusterUnhealthy, RedisClusterRescaler, RedisStateStore
+from regimetune.backend.redis_cluster.costs import DEFAULT_COSTS, MoveCosts, calibrate
 from regimetune.backend.redis_cluster.local import LocalCluster
 from regimetune.backend.redis_cluster.routes import router
 from regimetune.backend.redis_cluster.service import RedisClusterService, RedisRescaleOrder
@@ -81,6 +82,15 @@ def test_commission_then_decommission_keeps_every_key(
     for n in lc.nodes:
         with n.client() as c:
             assert c.config_get("cluster-allow-replica-migration")["cluster-allow-replica-migration"] == "yes"
+
+    # the slot moves were timed, and the next plan's prediction is fitted to them
+    assert 0 < done.moves_s <= done.wall_s and done.predicted_s > 0
+    timings = r.store.timings()
+    assert len(timings) >= done.slots_moved / r.slot_batch
+    assert (
+        sum(t.slots for t in timings) == done.slots_moved and sum(t.keys for t in timings) == done.keys_moved
+    )
+    assert r.costs() == MoveCosts.fit(timings, DEFAULT_COSTS)
 
     planned = r.plan(RescaleOperation(kind="decommission", servers=[0]), PufferscaleWeights(), settings)
     gone = next(n for n, s in planned.snapshot.servers.items() if s == 0)
@@ -240,3 +250,18 @@ def test_rest_contract_over_a_cluster(cluster: tuple[LocalCluster, dict[str, byt
         assert out["execution"]["slots_moved"] == len(out["plan"]["migrations"])
         assert client.get("/v1/placement").json()["servers"] == [0, 1, 2, 3]
     assert missing_keys(lc, keys) == []
+
+
+def test_calibration_times_one_way_moves_and_loses_no_key(
+    cluster: tuple[LocalCluster, dict[str, bytes]], tmp_path: Path
+) -> None:
+    lc, keys = cluster
+    r = rescaler(lc, tmp_path / "b.db")
+    snap = r.snapshot()
+    timings = calibrate(r.conns, snap.topo, snap.stats, sizes=(1, 4), rounds=1)
+    assert [t.slots for t in timings] == [1, 4] and all(t.seconds > 0 for t in timings)
+    assert timings[0].keys > 0  # the largest slots first
+    before = snap.topo.slot_owners()
+    moved = {s for s, o in owners(r).items() if o != before[s]}
+    assert len(moved) == 1 + 1 + 4  # one way, the untimed warm-up slot included
+    assert missing_keys(lc, keys) == [] and r.topology().problems() == []

@@ -258,6 +258,22 @@ def demo(
             "--backend", help="reference, or redis: a local Redis Cluster takes the workload and is rescaled."
         ),
     ] = "reference",
+    redis_cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--redis-cluster",
+            metavar="HOST:PORT",
+            help="With --backend redis: an existing Redis Cluster (a node of it) instead of a local one.",
+        ),
+    ] = None,
+    redis_spare: Annotated[
+        str | None,
+        typer.Option(
+            "--redis-spare",
+            metavar="HOST:PORT",
+            help="With --redis-cluster: the empty cluster-enabled node the demo commissions.",
+        ),
+    ] = None,
 ) -> None:
     """Start the reference backend and the service, replay a generated four-regime run through
     POST /v1/ingest, and show regime changes and delivered policy versions as they happen."""
@@ -265,6 +281,8 @@ def demo(
     workers = renamed(workers, workers_old)
     if backend_kind not in ("reference", "redis"):
         raise ConfigError(f"--backend {backend_kind!r}: choose reference or redis")
+    if (redis_cluster or redis_spare) and backend_kind != "redis":
+        raise ConfigError("--redis-cluster and --redis-spare need --backend redis")
     own_dir = data_dir is None
     root = Path(tempfile.mkdtemp(prefix="regimetune-demo-")) if data_dir is None else data_dir
     root.mkdir(parents=True, exist_ok=True)
@@ -277,7 +295,7 @@ def demo(
             if backend_kind == "redis":
                 from regimetune.cli.demo_redis import RedisDemo
 
-                redis = RedisDemo(console).start()
+                redis = RedisDemo(console, seed=redis_cluster, spare=redis_spare).start()
             procs = start_processes(root, port=port, window_s=window, redis=redis)
             _print_started(procs, None if own_dir else root)
             _run(procs, root, window=window, seconds=seconds, workers=workers, seed=seed, tune=tune)

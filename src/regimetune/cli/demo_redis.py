@@ -1,9 +1,10 @@
 """``regimetune demo --backend redis``: the demo's loop with a real Redis Cluster as the
-rescaling backend. A local cluster (3 masters and one empty node to commission) takes the
-demo's workload through a cluster client, window by window (scaled down to at most
-``MAX_OPS_PER_WINDOW`` requests); the Redis Cluster backend takes the policy versions the
-service pushes; at the end one commission is ordered with the weights in force and carried
-out on the cluster."""
+rescaling backend. A local cluster (3 masters and one empty node to commission), or the
+cluster and empty node given (``--redis-cluster``, ``--redis-spare``: the docker compose
+profile's containers), takes the demo's workload through a cluster client, window by window
+(scaled down to at most ``MAX_OPS_PER_WINDOW`` requests); the Redis Cluster backend takes the
+policy versions the service pushes; at the end one commission is ordered with the weights in
+force and carried out on the cluster."""
 
 from __future__ import annotations
 
@@ -19,31 +20,43 @@ VALUE = b"v" * 512
 class RedisDemo:
     """The local cluster and the client of the demo."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, seed: str | None = None, spare: str | None = None) -> None:
         from regimetune.backend.redis_cluster.local import LocalCluster, LocalRedis
         from regimetune.models import ConfigError
 
-        if not LocalRedis.available():
+        if (seed is None) != (spare is None):
+            raise ConfigError("--redis-cluster and --redis-spare go together (a cluster and an empty node)")
+        if seed is None and not LocalRedis.available():
             raise ConfigError("--backend redis needs redis-server (e.g. apt-get install redis-server)")
         self.console = console
-        self.cluster = LocalCluster(3, spares=1, config=("maxmemory-policy allkeys-lfu", "lfu-log-factor 0"))
+        self.cluster = (
+            LocalCluster(3, spares=1, config=("maxmemory-policy allkeys-lfu", "lfu-log-factor 0"))
+            if seed is None
+            else None
+        )
+        self.seed = seed or ""
+        self.spare = spare or ""
         self.client: Any = None
         self.requests = 0
 
     def start(self) -> RedisDemo:
         import redis
 
-        with self.console.status("starting a local Redis Cluster (3 masters, 1 spare)..."):
-            self.cluster.start()
-        self.client = redis.RedisCluster(host="127.0.0.1", port=self.cluster.masters[0].port)
-        self.console.print(
-            f"Redis Cluster      {self.cluster.address} (+2 masters), spare {self.cluster.spares[0].address}"
-        )
+        from regimetune.backend.redis_cluster.topology import parse_address
+
+        if self.cluster is not None:
+            with self.console.status("starting a local Redis Cluster (3 masters, 1 spare)..."):
+                self.cluster.start()
+            self.seed, self.spare = self.cluster.address, self.cluster.spares[0].address
+        host, port = parse_address(self.seed)
+        self.client = redis.RedisCluster(host=host, port=port)
+        masters = len(self.client.get_primaries())
+        self.console.print(f"Redis Cluster      {self.seed} ({masters} masters), spare {self.spare}")
         return self
 
     def backend_args(self) -> list[str]:
         """``regimetune backend`` options that serve this cluster."""
-        return ["--redis-cluster", self.cluster.address, "--spare", self.cluster.spares[0].address]
+        return ["--redis-cluster", self.seed, "--spare", self.spare]
 
     def replay(self, wc: Any) -> None:
         """One window's requests through the cluster client (reads of absent keys fill them)."""
@@ -88,7 +101,8 @@ class RedisDemo:
     def stop(self) -> None:
         if self.client is not None:
             self.client.close()
-        self.cluster.stop()
+        if self.cluster is not None:  # only what it started
+            self.cluster.stop()
 
 
 __all__ = ["RedisDemo"]

@@ -75,6 +75,37 @@ def wait_converged(
     )
 
 
+def _epochs(conns: Connections, address: str) -> tuple[str, dict[str, int]]:
+    """A node's id and the config epoch it knows of each node (``CLUSTER NODES``)."""
+    me = ""
+    out: dict[str, int] = {}
+    for line in conns.call(address, "CLUSTER", "NODES").decode().splitlines():
+        f = line.split()
+        if len(f) >= 7:
+            out[f[0]] = int(f[6])
+            if "myself" in f[2]:
+                me = f[0]
+    return me, out
+
+
+def wait_epochs_known(
+    conns: Connections, addresses: Sequence[str], *, timeout: float = JOIN_TIMEOUT_S
+) -> None:
+    """Poll until every node knows every other's config epoch as that node has it. A node
+    that reclaims a slot it just gave away takes an epoch above the greatest it knows; one
+    below the taker's fresh claim loses to it in its own view, and the slot then has no node
+    that serves it. This wait makes that less likely, not impossible: slots moved straight
+    back still lost that race now and then."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        views = dict(_epochs(conns, a) for a in addresses)
+        own = {nid: view[nid] for nid, view in views.items()}
+        if all(view.get(nid) == e for view in views.values() for nid, e in own.items()):
+            return
+        time.sleep(0.05)
+    raise ClusterUnhealthy(f"the nodes did not learn each other's config epochs in {timeout:.0f} s")
+
+
 def add_nodes(conns: Connections, topo: Topology, seed: str, addresses: Sequence[str]) -> Topology:
     """Introduce each new node to the cluster and wait until every node knows it."""
     expected = set(topo.nodes)
@@ -100,4 +131,12 @@ def remove_node(conns: Connections, topo: Topology, node: Node) -> None:
     conns.call(node.address, "CLUSTER", "RESET", "SOFT")
 
 
-__all__ = ["add_nodes", "check_spare", "cluster_ok", "node_id", "remove_node", "wait_converged"]
+__all__ = [
+    "add_nodes",
+    "check_spare",
+    "cluster_ok",
+    "node_id",
+    "remove_node",
+    "wait_converged",
+    "wait_epochs_known",
+]

@@ -96,17 +96,18 @@ class SlotMover:
         if self.on_slot is not None:
             self.on_slot(len(slots))
 
-    def move(self, moves: Sequence[SlotMove], masters: Sequence[Node]) -> None:
+    def move(self, moves: Sequence[SlotMove], masters: Sequence[Node]) -> int:
         """Move ``moves`` (all from one source to one target) as one batch: open them all,
-        drain each, close them all."""
+        drain each, close them all. Answers the number of keys moved."""
         if not moves:
-            return
+            return 0
         source, target = moves[0].source, moves[0].target
         slots = [m.slot for m in moves]
         self._setslot(target, slots, "IMPORTING", source.id)
         self._setslot(source, slots, "MIGRATING", target.id)
-        self.drain(slots, source, target)
+        moved = self.drain(slots, source, target)
         self.close(slots, target, masters)
+        return moved
 
     def repair(self, topo: Topology, slot: int, target_id: str | None) -> str:
         """Finish the move of an open ``slot`` towards ``target_id`` (None: the node importing

@@ -24,8 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from regimetune.backend.redis_cluster.costs import DEFAULT_COSTS, BatchTiming, MoveCosts, PairWork, pair_work
 from regimetune.backend.redis_cluster.measure import LoadSource, SlotStats, measure_slots
-from regimetune.backend.redis_cluster.membership import add_nodes, check_spare, remove_node, wait_converged
+from regimetune.backend.redis_cluster.membership import (
+    add_nodes,
+    check_spare,
+    remove_node,
+    wait_converged,
+    wait_epochs_known,
+)
 from regimetune.backend.redis_cluster.migrate import KEY_BATCH, SlotMove, SlotMover
 from regimetune.backend.redis_cluster.store import Journal, RedisStateStore
 from regimetune.backend.redis_cluster.topology import (
@@ -48,6 +55,7 @@ from regimetune.models import (
     RescaleOperation,
     RescalePlan,
 )
+from regimetune.models.errors import SourceError
 
 SLOT_BATCH = 32
 """Slots opened and closed together (one pipeline per node); a killed run leaves at most
@@ -58,7 +66,9 @@ INTRO_S = 2.0
 
 class RedisExecution(BaseModel):
     """What a rescale did to the cluster, and the balance it left (max over mean of the
-    masters' bytes and load, from the per-slot figures measured before the move)."""
+    masters' bytes and load, from the per-slot figures measured before the move). ``moves_s``
+    is the time of the slot moves alone (``wall_s`` adds joining, waiting for clients to reach
+    a new node, and removal), the figure ``predicted_s`` predicts."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     resumed: bool
@@ -66,6 +76,7 @@ class RedisExecution(BaseModel):
     keys_moved: int
     bytes_moved: float
     wall_s: float
+    moves_s: float
     predicted_s: float
     nodes_added: tuple[str, ...]
     nodes_removed: tuple[str, ...]
@@ -177,6 +188,18 @@ def run_disjoint(
         raise errors[0]
 
 
+def _intro_slots(
+    groups: dict[tuple[str, str], list[int]], stats: SlotStats, new_nodes: set[str]
+) -> dict[str, tuple[str, int]]:
+    """Each new node's first slot (its hottest planned one) and where it comes from."""
+    out: dict[str, tuple[str, int]] = {}
+    for target in new_nodes:
+        pairs = [(src, s) for (src, dst), slots in groups.items() if dst == target for s in slots]
+        if pairs:
+            out[target] = max(pairs, key=lambda p: (stats.load[p[1]], stats.keys[p[1]]))
+    return out
+
+
 class RedisClusterRescaler:
     """Plans and carries out rescalings of the cluster reached through ``seed``."""
 
@@ -190,6 +213,7 @@ class RedisClusterRescaler:
         key_batch: int = KEY_BATCH,
         slot_batch: int = SLOT_BATCH,
         intro_s: float = INTRO_S,
+        costs: MoveCosts | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.seed = seed
@@ -199,6 +223,7 @@ class RedisClusterRescaler:
         self.key_batch = key_batch
         self.slot_batch = slot_batch
         self.intro_s = intro_s
+        self._costs = costs
         self.log = log or (lambda _msg: None)
         self.conns = Connections()
 
@@ -216,6 +241,30 @@ class RedisClusterRescaler:
         stats = measure_slots(self.conns, topo, load_source=self.load_source, client_load=client_load)
         masters = [n.id for n in topo.masters]
         return Snapshot(topo, stats, self.store.server_ids(masters))
+
+    def costs(self) -> MoveCosts:
+        """The move costs in force: as given, else fitted to the batches timed on this
+        cluster (the state file), else the defaults."""
+        if self._costs is not None:
+            return self._costs
+        return MoveCosts.fit(self.store.timings(), DEFAULT_COSTS)
+
+    def predict_seconds(
+        self, targets: dict[int, str], owners: dict[int, str], stats: SlotStats, new_nodes: set[str]
+    ) -> float:
+        """The cost model's time for moving ``targets``: each new node's first slot alone
+        (see :meth:`_introduce`), then every pair's batches."""
+        costs = self.costs()
+        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for slot, dst in sorted(targets.items()):
+            if owners.get(slot) not in (None, dst):
+                groups[(owners[slot], dst)].append(slot)
+        intro = 0.0
+        for dst, (src, slot) in _intro_slots(groups, stats, new_nodes).items():
+            intro += costs.pair_seconds(PairWork(1, int(stats.keys[slot]), float(stats.bytes[slot])), 1)
+            groups[(src, dst)].remove(slot)
+        rest = {s: dst for (_src, dst), slots in groups.items() for s in slots}
+        return intro + costs.predict(pair_work(rest, owners, stats.keys, stats.bytes), self.slot_batch)
 
     # -- planning ------------------------------------------------------------------------------
     def plan(
@@ -269,13 +318,14 @@ class RedisClusterRescaler:
         )
         plan = keep_empty_slots(plan, snap.stats, set(operation.servers))
         node_of = {**by_server, **{v: k for k, v in new_servers.items()}}
+        targets = {m.bucket: node_of[m.target] for m in plan.migrations}
         journal = Journal(
             kind=operation.kind.value,
             add=add,
             remove=remove,
-            targets={m.bucket: node_of[m.target] for m in plan.migrations},
+            targets=targets,
             sizes={m.bucket: float(m.bytes) for m in plan.migrations},
-            predicted_s=plan.metrics.t_max,
+            predicted_s=self.predict_seconds(targets, topo.slot_owners(), snap.stats, set(new_servers)),
         )
         return PlannedRescale(snap, plan, journal, new_servers)
 
@@ -320,19 +370,15 @@ class RedisClusterRescaler:
         groups: dict[tuple[str, str], list[int]],
         stats: SlotStats,
         topo: Topology,
-        mover: SlotMover,
+        move: Callable[[list[SlotMove]], None],
     ) -> None:
         """Give each node that joined its hottest planned slot alone first, then wait until
         a client reads from it (at most ``intro_s``): clients that touch that slot get a
         MOVED and learn the node before any ASK sends them there (redis-py, for one, fails
         on an ASK to a node it does not know yet)."""
         new_ids = {n.id for n in topo.nodes.values() if n.address in journal.add}
-        for target in sorted(new_ids):
-            pairs = [(src, s) for (src, dst), slots in groups.items() if dst == target for s in slots]
-            if not pairs:
-                continue
-            src, slot = max(pairs, key=lambda p: (stats.load[p[1]], stats.keys[p[1]]))
-            mover.move([SlotMove(slot, topo.nodes[src], topo.nodes[target])], topo.masters)
+        for target, (src, slot) in sorted(_intro_slots(groups, stats, new_ids).items()):
+            move([SlotMove(slot, topo.nodes[src], topo.nodes[target])])
             groups[(src, target)].remove(slot)
             address = topo.nodes[target].address
             deadline = time.monotonic() + self.intro_s
@@ -372,13 +418,26 @@ class RedisClusterRescaler:
         total = sum(len(v) for v in groups.values())
         self.log(f"moving {total} slot(s) in {len(groups)} (source, target) pair(s)")
         masters = topo.masters
-        self._introduce(journal, groups, stats, topo, mover)
+        timed: list[BatchTiming] = []
+
+        def move(batch: list[SlotMove]) -> None:
+            t = time.perf_counter()
+            keys = mover.move(batch, masters)
+            size = float(stats.bytes[[m.slot for m in batch]].sum())
+            # list.append is atomic: pairs move in parallel threads
+            timed.append(BatchTiming(len(batch), keys, size, time.perf_counter() - t))
+
+        self._introduce(journal, groups, stats, topo, move)
+        intro_s = sum(t.seconds for t in timed)  # the first slots' moves, not the waits
         batches: dict[tuple[str, str], list[list[SlotMove]]] = defaultdict(list)
         for (src, dst), slots in groups.items():
             for k in range(0, len(slots), self.slot_batch):
                 batch = slots[k : k + self.slot_batch]
                 batches[(src, dst)].append([SlotMove(s, topo.nodes[src], topo.nodes[dst]) for s in batch])
-        run_disjoint(batches, lambda batch: mover.move(batch, masters))
+        t_moves = time.perf_counter()
+        run_disjoint(batches, move)
+        moves_s = intro_s + time.perf_counter() - t_moves
+        self.store.add_timings(timed)
         removed: list[str] = []
         if journal.remove:
             leaving = {topo.nodes[nid].address for nid in journal.remove}
@@ -391,6 +450,15 @@ class RedisClusterRescaler:
                 removed.append(node.address)
                 self.log(f"removed {node.address} (no slot, no key left): forgotten by every node")
         topo = self.topology()
+        # A plan that follows at once may move a slot back to the node that gave it away: if
+        # that node reclaims it before it knows the taker's new config epoch, its claim can
+        # lose to the taker's in its own view, and nobody serves the slot. So every node knows
+        # every epoch first (the moves are done: a node that does not answer is the next
+        # plan's refusal).
+        try:
+            wait_epochs_known(self.conns, [n.address for n in topo.nodes.values()], timeout=10.0)
+        except (ClusterUnhealthy, SourceError) as exc:
+            self.log(f"not every node knows every config epoch yet: {exc}")
         for n in topo.masters:
             value = journal.replica_migration.get(n.address, "yes")
             self.conns.call(n.address, "CONFIG", "SET", "cluster-allow-replica-migration", value)
@@ -403,6 +471,7 @@ class RedisClusterRescaler:
             keys_moved=mover.keys,
             bytes_moved=float(sum(journal.sizes.get(s, 0.0) for s in journal.targets)),
             wall_s=time.perf_counter() - t0,
+            moves_s=moves_s,
             predicted_s=journal.predicted_s,
             nodes_added=journal.add,
             nodes_removed=tuple(removed),

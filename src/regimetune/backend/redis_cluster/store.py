@@ -1,8 +1,8 @@
 """The Redis Cluster backend's durable state, in the reference backend's SQLite file: the
 policies pushed (as the reference backend), the server id given to each node (stable across
-runs; new nodes get the next ids, the planner's convention), and the journal of the rescale
+runs; new nodes get the next ids, the planner's convention), the journal of the rescale
 in flight, written before any change and cleared when it is done, so a run that was killed
-is finished by the next one."""
+is finished by the next one, and the batches the mover timed (the duration model's fit)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sqlite3
 
 from pydantic import BaseModel, ConfigDict
 
+from regimetune.backend.redis_cluster.costs import BatchTiming, timings_of
 from regimetune.backend.state import StateStore
 
 _SCHEMA = """
@@ -21,7 +22,17 @@ CREATE TABLE IF NOT EXISTS redis_journal (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     body TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS redis_move_timings (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    slots INTEGER NOT NULL,
+    keys INTEGER NOT NULL,
+    bytes REAL NOT NULL,
+    seconds REAL NOT NULL
+);
 """
+
+#: Timed batches kept for the cost fit (the latest).
+KEEP_TIMINGS = 2000
 
 
 class Journal(BaseModel):
@@ -84,6 +95,24 @@ class RedisStateStore(StateStore):
                     "ON CONFLICT(id) DO UPDATE SET body = excluded.body",
                     (journal.model_dump_json(),),
                 )
+
+    def add_timings(self, timings: list[BatchTiming]) -> None:
+        with self._connect(write=True) as con:
+            con.executemany(
+                "INSERT INTO redis_move_timings (slots, keys, bytes, seconds) VALUES (?, ?, ?, ?)",
+                [(t.slots, t.keys, t.bytes, t.seconds) for t in timings],
+            )
+            con.execute(
+                "DELETE FROM redis_move_timings WHERE id <= (SELECT MAX(id) FROM redis_move_timings) - ?",
+                (KEEP_TIMINGS,),
+            )
+
+    def timings(self) -> list[BatchTiming]:
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT slots, keys, bytes, seconds FROM redis_move_timings ORDER BY id"
+            ).fetchall()
+        return timings_of(rows)
 
 
 __all__ = ["Journal", "RedisStateStore"]

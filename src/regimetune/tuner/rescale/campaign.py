@@ -30,6 +30,7 @@ from regimetune.models.rescale import PufferscaleWeights
 from regimetune.tuner.rescale.planner import (
     DEFAULT_NET_BANDWIDTH,
     ArrayPlan,
+    Heuristic,
     Model,
     plan_arrays,
 )
@@ -43,7 +44,8 @@ class CampaignSpec:
     ``(B,)``) replace the synthetic draws; with two dimensions operation k sees row
     ``(k * windows_per_operation) % W``. ``p_commission`` None draws every new cluster size
     uniformly between the bounds (the paper); a number makes the next operation a commission
-    with that probability. ``costs`` weighs the score's components."""
+    with that probability. ``costs`` weighs the score's components; ``heuristic`` is the
+    planner's (``"paper"`` for Algorithms 1 and 2 as printed)."""
 
     n_buckets: int = 8192
     total_load: float = 1.0
@@ -58,6 +60,7 @@ class CampaignSpec:
     size_volatility: float = 0.0
     net_bandwidth: float = DEFAULT_NET_BANDWIDTH
     model: Model = "network"
+    heuristic: Heuristic = "release"
     load_series: np.ndarray | None = None
     size_series: np.ndarray | None = None
     windows_per_operation: int = 1
@@ -211,7 +214,15 @@ def simulate_campaign(
 
     load, size = loads_at(0, base_load, base_size)
     n0 = int(rng.integers(campaign.min_servers, campaign.max_servers + 1))
-    cluster = Cluster(load, size, n0, rng, model=campaign.model, net_bandwidth=campaign.net_bandwidth)
+    cluster = Cluster(
+        load,
+        size,
+        n0,
+        rng,
+        model=campaign.model,
+        net_bandwidth=campaign.net_bandwidth,
+        heuristic=campaign.heuristic,
+    )
     total = campaign.warmup + campaign.operations
     rec: dict[str, list[float]] = {
         k: [] for k in CampaignResult.__dataclass_fields__ if k not in ("components", "residuals", "value")
@@ -297,10 +308,12 @@ def run_scenario(
     between: int = 9,
     seed: int = 0,
     net_bandwidth: float = DEFAULT_NET_BANDWIDTH,
+    heuristic: Heuristic = "release",
 ) -> ScenarioRuns:
     """The paper's protocol (VII-B): draw buckets, ``warmup`` random rescalings with the same
     strategy, then ``reps`` times: ``between`` rescalings, the last of which goes to ``start``
-    servers, then the recorded rescaling from ``start`` to ``end``.
+    servers, then the recorded rescaling from ``start`` to ``end``. ``heuristic="paper"``
+    plans with Algorithms 1 and 2 as printed, to reproduce the paper's figures.
 
     >>> r = run_scenario(PufferscaleWeights(), start=5, end=8, reps=2, n_buckets=16,
     ...                  total_size=8e9, min_servers=2, max_servers=8, warmup=9)
@@ -316,7 +329,12 @@ def run_scenario(
     size = _draw(rng, n_buckets, total_size, 0.4)
     spec = CampaignSpec(min_servers=min_servers, max_servers=max_servers)
     cluster = Cluster(
-        load, size, int(rng.integers(min_servers, max_servers + 1)), rng, net_bandwidth=net_bandwidth
+        load,
+        size,
+        int(rng.integers(min_servers, max_servers + 1)),
+        rng,
+        net_bandwidth=net_bandwidth,
+        heuristic=heuristic,
     )
     for _ in range(warmup):
         cluster.rescale_to(_next_size(spec, rng, cluster.n), rng, weights)

@@ -19,6 +19,25 @@ to the server minimising P(i) + P(i0) (Algorithm 2, penalty Eq. 15). Readings of
 - Storage bottleneck (VIII-A): Eq. 21 divides sent bytes by S_write and received bytes by
   S_read, Eq. 22 the other way round; we follow Eq. 22 (sending reads, receiving writes).
 
+Two heuristics share the targets, the penalty and the order (``heuristic=``):
+
+- ``"paper"``: Algorithms 1 and 2 as printed.
+- ``"release"`` (the default) changes what stays and where the rest may go. Algorithm 1 keeps
+  the longest prefix of a server's buckets (by decreasing N_w) that fits under both targets,
+  so a server over its load target but under its data target (bytes and load
+  anti-correlated, as in a Redis Cluster whose large values are not its hot ones) fills its
+  load with its first buckets and gives away the bytes it needed; every server over a target
+  then sheds its whole tail, and the buckets cross between old servers. Here a server within
+  both targets keeps every bucket; one over a target releases, one at a time, the bucket whose
+  leaving brings it closest to the target point (squared distance of load/L_tw and
+  data/D_tw to 1), until it is within the targets or no release helps. A server over on load
+  only thus gives its hot, small buckets; one over on both gives the mix of its excess,
+  largest first (few slots for the bytes that must move anyway). Algorithm 2 then allocates
+  the released buckets in decreasing N_w, by the least P(i) + P(i0) among the servers where
+  the bucket fits within both weighted targets, or among all when it fits nowhere (the
+  paper's rule). Data moves only from servers over a target, and about as much as their
+  excess; docs/rescale-planner.md has the figures.
+
 The public entry is :func:`plan_rescale`; :func:`plan_arrays` is the array-level core used by
 the campaign simulator and the benchmark.
 """
@@ -45,6 +64,7 @@ from regimetune.tuner.rescale import _kernel
 from regimetune.tuner.rescale.bounds import placement_lower_bound
 
 Model = Literal["network", "storage"]
+Heuristic = Literal["paper", "release"]
 
 #: Default per-node bandwidth, bytes/s: 10 Gb/s, the HEPnOS testbed's NICs (paper VII-D).
 DEFAULT_NET_BANDWIDTH = 1.25e9
@@ -143,11 +163,13 @@ def plan_arrays(
     write_bandwidth: float = DEFAULT_WRITE_BANDWIDTH,
     read_bandwidth: float = DEFAULT_READ_BANDWIDTH,
     capacity: float | None = None,
+    heuristic: Heuristic = "release",
 ) -> ArrayPlan:
     """The heuristic over arrays. Servers are indices ``0..len(stays)-1``; ``host[j]`` is
     bucket j's initial server; ``stays`` marks the servers of I \\ I-; ``n_before`` counts
-    the servers holding data before (|I \\ I+|). Raises InfeasibleError when the data does not
-    fit. Checks of ids and shapes are :func:`plan_rescale`'s job."""
+    the servers holding data before (|I \\ I+|); ``heuristic`` is ``"release"`` or
+    ``"paper"`` (module docstring). Raises InfeasibleError when the data does not fit. Checks
+    of ids and shapes are :func:`plan_rescale`'s job."""
     load = np.ascontiguousarray(load, dtype=np.float64)
     size = np.ascontiguousarray(size, dtype=np.float64)
     host = np.ascontiguousarray(host, dtype=np.int64)
@@ -186,7 +208,10 @@ def plan_arrays(
     norm = np.hypot(weights.w_load * load / s_load, weights.w_data * size / s_size)  # Eq. 20
     order = np.argsort(-norm, kind="stable").astype(np.int64)
     l_tw, d_tw, t_tw = _positive(tg.l_tw), _positive(tg.d_tw), _positive(tg.t_tw)
-    fixed = _kernel.fix_buckets(order, host, stays, load, size, l_tw, d_tw, cap, n_servers)
+    if heuristic == "paper":
+        fixed = _kernel.fix_buckets(order, host, stays, load, size, l_tw, d_tw, cap, n_servers)
+    else:
+        fixed = _kernel.release_buckets(order, host, stays, load, size, l_tw, d_tw, cap, n_servers)
     code = _kernel.NETWORK if model == "network" else _kernel.STORAGE
     target, failed = _kernel.allocate_buckets(
         order,
@@ -204,6 +229,8 @@ def plan_arrays(
         float(write_bandwidth),
         float(read_bandwidth),
         n_servers,
+        _kernel.SAME_HOST_FACTOR,
+        heuristic == "release",
     )
     if failed >= 0:
         raise InfeasibleError(
@@ -371,6 +398,7 @@ def plan_rescale(
     model: Model = "network",
     write_bandwidth: float = DEFAULT_WRITE_BANDWIDTH,
     read_bandwidth: float = DEFAULT_READ_BANDWIDTH,
+    heuristic: Heuristic = "release",
 ) -> RescalePlan:
     """Plan a commission (``operation.count`` new servers get ids max+1, ...) or a
     decommission of ``operation.servers`` with the Pufferscale heuristic.
@@ -396,6 +424,8 @@ def plan_rescale(
         raise InputError(f"capacity must be positive, got {capacity!r}")
     if model not in ("network", "storage"):
         raise InputError(f"model must be 'network' or 'storage', got {model!r}")
+    if heuristic not in ("paper", "release"):
+        raise InputError(f"heuristic must be 'paper' or 'release', got {heuristic!r}")
     all_ids, host, stays, n_before = resolve_servers(placement, buckets, servers, operation)
     load = np.fromiter((b.load for b in buckets), np.float64, count=len(buckets))
     size = np.fromiter((b.size for b in buckets), np.float64, count=len(buckets))
@@ -411,6 +441,7 @@ def plan_rescale(
         write_bandwidth=write_bandwidth,
         read_bandwidth=read_bandwidth,
         capacity=capacity,
+        heuristic=heuristic,
     )
     return to_plan(buckets, host, res, all_ids)
 
