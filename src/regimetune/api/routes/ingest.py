@@ -25,11 +25,11 @@ import numpy as np
 from fastapi import APIRouter, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from regimetune.api.auth import WriteAccess, check_write_header
 from regimetune.api.deps import EngineDep, SettingsDep
-from regimetune.api.errors import error_response, invalid_response, unparsable_reason
+from regimetune.api.errors import RETRY_AFTER_S, error_response, invalid_response, unparsable_reason
 from regimetune.api.metrics import Metrics
 from regimetune.api.routes._errors import WRITE, errors
 from regimetune.api.schemas import IngestAck, IngestIn
@@ -276,7 +276,11 @@ class IngestFastPath:
         try:
             answer = await asyncio.get_running_loop().run_in_executor(self.pool, self._answer, body, *args)
         except RuntimeError:  # the ingest pool was shut down: the service is stopping
-            answer = PlainTextResponse("the service is stopping", status_code=503)
+            answer = JSONResponse(
+                {"detail": "the service is stopping"},
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
         self.metrics.ingest_answered(answer.status_code, len(body))
         await send(
             {"type": "http.response.start", "status": answer.status_code, "headers": answer.raw_headers}
