@@ -21,14 +21,17 @@ Two more scenarios, each on a fresh service:
 * ``--scenario crowd``: ``--crowd`` JSON ingest clients (one process each, batches of
   ``--crowd-batch`` keys, each sent once the last was acknowledged, the window moving every
   ``--crowd-window-s`` seconds of wall time) and two daemons polling ``GET /v1/policy``
-  (open loop, ``--crowd-poll-rate`` requests/s in all) for ``--seconds``. Reports the policy
-  read's p99 as the client sees it (target <= 50 ms), ingest's p50/p99 and every status.
+  (open loop, ``--crowd-poll-rate`` requests/s in all) for ``--seconds``, with ``--busy``
+  CPU-bound processes beside them (someone else's work on a shared machine). Reports the
+  policy read's p99 as the client sees it (target <= 50 ms), ingest's p50/p99, every status,
+  and the event loop's CPU time per request (the service's main thread).
 * ``--scenario durability``: the cost of ``store.sqlite_synchronous``: for OFF, NORMAL and
   FULL, one client sending JSON batches of ``--crowd-batch`` keys (each commit is one
   fsync under FULL) and one sending binary batches of ``--batch`` keys, for ``--seconds``
   each; figures and ratios to NORMAL.
 
     nice .venv/bin/python bench/service.py --scenario crowd --seconds 60
+    nice .venv/bin/python bench/service.py --scenario crowd --seconds 60 --busy 6
     nice .venv/bin/python bench/service.py --scenario durability --seconds 10
 """
 
@@ -57,9 +60,11 @@ POLICY_TARGET_MS = 5.0
 CROWD_POLICY_TARGET_MS = 50.0
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (with its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _cpu_s(pid: int, thread: int | None = None) -> float:
+    """User + system CPU seconds of process ``pid`` (with its threads), or of its thread
+    ``thread`` (the main thread's id is the process's)."""
+    stat = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -429,9 +434,19 @@ def client_crowd(
     }
 
 
+def client_busy(seconds: float) -> dict:
+    """Someone else's work on the machine: a CPU-bound loop for ``seconds``."""
+    end = time.perf_counter() + seconds
+    loops = 0
+    while time.perf_counter() < end:
+        loops += 1
+    return {"loops": loops}
+
+
 CLIENTS: dict[str, Callable[..., dict]] = {
     "ingest": client_ingest,
     "crowd": client_crowd,
+    "busy": client_busy,
     "wrk": client_policy_wrk,
     "python": client_policy_python,
     "probe": client_probe,
@@ -511,6 +526,9 @@ def main() -> None:
     ap.add_argument("--crowd-batch", type=int, default=200, help="keys per batch of a crowd client")
     ap.add_argument("--crowd-window-s", type=float, default=2.0, help="wall seconds between windows")
     ap.add_argument("--crowd-poll-rate", type=float, default=40.0, help="GET /v1/policy requests/s")
+    ap.add_argument(
+        "--busy", type=int, default=0, help="CPU-bound processes beside the crowd scenario (a shared machine)"
+    )
     ap.add_argument(
         "--ingest-rate",
         type=float,
@@ -609,15 +627,19 @@ def run_crowd(a: argparse.Namespace) -> dict:
     svc, port = _service(tmp, a.sqlite_synchronous)
     try:
         base = _prime(port)
-        cpu = _cpu_s(svc.pid)
+        busy = [_start("busy", seconds=a.seconds + 1) for _ in range(a.busy)]
+        cpu, loop_cpu = _cpu_s(svc.pid), _cpu_s(svc.pid, svc.pid)
         crowd = _crowd(port, a.crowd, "json", a.crowd_batch, a.crowd_window_s, a.seconds, base)
         time.sleep(1.0)  # the crowd is sending
         probe = _start("probe", seconds=a.seconds - 2)
         pol = run_client("python", port=port, rate=a.crowd_poll_rate, seconds=a.seconds - 2, connections=2)
         probe_res = _result(probe, "probe")
-        ingest = _crowd_figures([_result(p, "crowd") for p in crowd], a.seconds)
-        service_cpu = _cpu_s(svc.pid) - cpu
+        crowd_res = [_result(p, "crowd") for p in crowd]
+        ingest = _crowd_figures(crowd_res, a.seconds)
+        service_cpu, loop_cpu = _cpu_s(svc.pid) - cpu, _cpu_s(svc.pid, svc.pid) - loop_cpu
         load = os.getloadavg()[0]
+        for p in busy:
+            _result(p, "busy")
     finally:
         stop(svc)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -642,6 +664,10 @@ def run_crowd(a: argparse.Namespace) -> dict:
         + sum(c for code, c in pol["statuses"].items() if int(code) >= 500),
         "sched_wakeup_p99_ms": round(probe_res["wakeup_p99_ms"], 3),
         "service_cpu_s": round(service_cpu, 2),
+        "service_loop_cpu_ms_per_request": round(
+            1e3 * loop_cpu / (sum(r["batches"] for r in crowd_res) + pol["requests"]), 3
+        ),
+        "busy_processes": a.busy,
         "cpus": os.cpu_count(),
         "load_average_1m": round(load, 2),
     }

@@ -392,3 +392,88 @@ def test_an_events_batch_over_several_windows_merges_with_late_counts(make_clien
     assert c.post("/v1/ingest", json=counts(60.0, [9], [4]), headers=AUTH).status_code == 200
     assert c.post("/v1/ingest", json=counts(180.0, [9], [1]), headers=AUTH).status_code == 200
     assert windows(c) == {0.0: 1, 60.0: 6}
+
+
+# -- the ingest fast path -----------------------------------------------------------------------
+def _ingest_requests() -> list[tuple[str, dict[str, Any]]]:
+    """POSTs to the ingest routes: accepted, duplicated, and refused for every reason the
+    framework or the engine has."""
+    blob = encode_counts(np.array([4, 5], np.uint64), np.array([1, 1], np.uint32))
+    json_h = {**AUTH, "Content-Type": "application/json"}
+    bin_h = {**AUTH, "Content-Type": COUNTS_MEDIA_TYPE}
+    key = {"Idempotency-Key": "daemon-1"}
+    return [
+        ("/v1/ingest", {"json": counts(0.0, [1, 2, 3]), "headers": AUTH}),
+        ("/v1/ingest", {"json": counts(60.0, [1]), "headers": {**AUTH, **key}}),
+        ("/v1/ingest", {"json": counts(60.0, [1]), "headers": {**AUTH, **key}}),  # the resend
+        ("/v1/ingest", {"json": counts(60.0, [2]), "headers": {**AUTH, **key}}),  # 409
+        ("/v1/ingest", {"json": counts(60.0, [2]), "headers": {**AUTH, "Idempotency-Key": "k" * 129}}),
+        ("/v1/ingest", {"json": counts(60.0, [2]), "headers": {**AUTH, "Idempotency-Key": ""}}),
+        ("/v1/ingest", {"content": b"not json", "headers": json_h}),
+        (
+            "/v1/ingest",
+            {"content": b'{"window_start": NaN, "counts": {"keys": [1], "reads": [1]}}', "headers": json_h},
+        ),
+        ("/v1/ingest", {"content": b"\xff\xfe", "headers": json_h}),
+        (
+            "/v1/ingest",
+            {"json": {"window_start": 60.0, "counts": {"keys": [1, 2], "reads": [1]}}, "headers": AUTH},
+        ),
+        ("/v1/ingest", {"json": {"window_start": 60.0}, "headers": AUTH}),
+        ("/v1/ingest", {"json": counts(0.0, [1]), "headers": AUTH}),  # a closed window
+        ("/v1/ingest", {"json": counts(60.0, [1])}),  # no token
+        ("/v1/ingest", {"json": counts(60.0, [1]), "headers": {"Authorization": "Bearer no"}}),
+        ("/v1/ingest/counts", {"params": {"window_start": 120}, "content": blob, "headers": bin_h}),
+        ("/v1/ingest/counts", {"params": {"window_start": "1.8e2"}, "content": blob, "headers": bin_h}),
+        ("/v1/ingest/counts", {"params": {"window_start": 180}, "content": blob[:-1], "headers": bin_h}),
+        ("/v1/ingest/counts", {"params": {"window_start": "nan"}, "content": blob, "headers": bin_h}),
+        ("/v1/ingest/counts", {"params": {"window_start": -60}, "content": blob, "headers": bin_h}),
+        ("/v1/ingest/counts", {"params": {"window_start": " 180"}, "content": blob, "headers": bin_h}),
+        ("/v1/ingest/counts", {"content": blob, "headers": bin_h}),
+        ("/v1/ingest/counts", {"params": {"window_start": 180}, "content": blob, "headers": json_h}),
+        ("/v1/ingest/counts", {"params": {"window_start": 180, "x": 1}, "content": blob, "headers": bin_h}),
+    ]
+
+
+def test_the_ingest_fast_path_answers_as_the_framework(tmp_path: Path) -> None:
+    """Every answer of the ingest routes is the same with the fast path as through the
+    framework alone (status, body, Retry-After), and each request is timed once."""
+    answers = []
+    for fast in (True, False):
+        (tmp_path / str(fast)).mkdir()
+        with TestClient(create_app(settings_for(tmp_path / str(fast)))) as c:
+            assert c.app.ingest_fast_path is not None
+            if not fast:
+                c.app.ingest_fast_path = None
+            got = []
+            for path, kw in _ingest_requests():
+                r = c.post(path, **kw)
+                got.append((path, r.status_code, r.json(), r.headers.get("retry-after")))
+            answers.append(got)
+            timed = {
+                path: metric(
+                    c, f'regimetune_http_request_duration_seconds_count{{method="POST",route="{path}"}}'
+                )
+                for path in ("/v1/ingest", "/v1/ingest/counts")
+            }
+            # once each: those refused for their token before routing are timed as "unmatched"
+            assert sum(timed.values()) == len(_ingest_requests()) - 2
+            rejected = metric(c, 'regimetune_ingest_rejected_total{reason="invalid"}')
+            got.append(("counted", rejected, c.app.state.store.count_batches(), timed))
+    assert answers[0] == answers[1]
+    statuses = [a[1] for a in answers[0][:-1]]
+    assert statuses.count(200) == 7 and {401, 403, 409, 415, 422} <= set(statuses)
+
+
+def test_an_ingest_fast_path_that_fails_before_the_body_hands_the_request_on(
+    make_client, monkeypatch
+) -> None:
+    c = make_client()
+    fast = c.app.ingest_fast_path
+
+    def broken(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(fast, "_arguments", broken)
+    r = c.post("/v1/ingest", json=counts(0.0, [1, 2]), headers=AUTH)
+    assert r.status_code == 200 and r.json()["rows"] == 2

@@ -220,6 +220,56 @@ def test_a_backend_ahead_of_the_outbox_is_reported_at_the_first_pass() -> None:
     assert backend.attempted_versions[0] == 7  # reported before version 2 went out
 
 
+def _failing_once(events: list[DeliveryEvent], kind: str) -> Callable[[DeliveryEvent], None]:
+    """An event handler that records every event and fails on the first of ``kind`` (the
+    service's store could not record what it does about it)."""
+    failed: list[DeliveryEvent] = []
+
+    def handle(ev: DeliveryEvent) -> None:
+        events.append(ev)
+        if ev.kind == kind and not failed:
+            failed.append(ev)
+            raise OSError("database or disk is full")
+
+    return handle
+
+
+def test_a_conflict_whose_handler_failed_is_reported_again_and_refused_only_after() -> None:
+    _, store, backend, worker, events = setup()
+    backend.push(pv(5))
+    store.append(pv(1))
+    worker.backend = _Silent(backend)  # cannot say which version it holds: the 409 tells
+    worker.on_event = _failing_once(events, "conflict")
+    with pytest.raises(OSError):
+        worker.step()
+    assert [e.state for e in store.entries()] == ["pending"]  # not refused while unresolved
+    worker.step()
+    assert [e.kind for e in events] == ["conflict", "conflict", "refused"]
+    assert [e.state for e in store.entries()] == ["refused"]
+    assert backend.attempted_versions == [5, 1, 1]
+
+
+def test_a_backend_ahead_whose_handler_failed_is_reported_again() -> None:
+    _, store, backend, worker, events = setup()
+    backend.push(pv(7))
+    store.append(pv(2))
+    worker.on_event = _failing_once(events, "conflict")
+    with pytest.raises(OSError):
+        worker.step()
+    assert backend.attempted_versions == [7]  # nothing pushed while the conflict is unresolved
+    worker.step()
+    assert [e.kind for e in events[:2]] == ["conflict", "conflict"]
+    assert events[1].backend_version == 7
+
+
+class _Silent:
+    """``backend`` without ``held_version``."""
+
+    def __init__(self, backend: RecordingBackend) -> None:
+        self.push = backend.push
+        self.close = backend.close
+
+
 class _RecordingFails(InMemoryOutboxStore):
     """An outbox whose store cannot record the next ``n`` deliveries (a full disk)."""
 

@@ -8,6 +8,7 @@ dependency, which documents the security scheme in the OpenAPI document."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -87,6 +88,14 @@ def document_open_reads(app: FastAPI) -> None:
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+def check_write_header(cfg: AuthSettings, headers: Iterable[tuple[bytes, bytes]]) -> None:
+    """Raise the 401/403 :class:`HTTPException` unless the first ``Authorization`` of the raw
+    ASGI ``headers`` carries a write token (or anonymous writes are allowed)."""
+    header = next((v for k, v in headers if k == b"authorization"), b"")
+    scheme, token = get_authorization_scheme_param(header.decode("latin-1"))
+    _check_token(cfg, token if scheme.lower() == "bearer" else None, write=True)
+
+
 class WriteTokenFirst:
     """ASGI middleware: a write request under ``/v1/`` without a valid write token is answered
     401/403 before its body is read (every write route of the API needs that token)."""
@@ -97,10 +106,8 @@ class WriteTokenFirst:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] in _WRITE_METHODS and scope["path"].startswith("/v1/"):
-            header = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
-            scheme, token = get_authorization_scheme_param(header.decode("latin-1"))
             try:
-                _check_token(self.auth, token if scheme.lower() == "bearer" else None, write=True)
+                check_write_header(self.auth, scope.get("headers", ()))
             except HTTPException as exc:
                 resp = JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
                 await resp(scope, receive, send)
@@ -112,6 +119,7 @@ __all__ = [
     "ReadAccess",
     "WriteAccess",
     "WriteTokenFirst",
+    "check_write_header",
     "document_open_reads",
     "require_read",
     "require_write",

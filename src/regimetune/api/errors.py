@@ -40,16 +40,26 @@ def status_of(exc: RegimetuneError) -> int:
     return http_status(exc)[0]
 
 
+def error_response(exc: RegimetuneError) -> JSONResponse:
+    """The answer to one of the project's errors: its status and ``{"detail": reason}``."""
+    status = status_of(exc)
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+
+
+def invalid_response(exc: RequestValidationError) -> JSONResponse:
+    """The 422 of a request that failed validation; its body always serialises."""
+    return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def _handle(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RegimetuneError)
-        status = status_of(exc)
-        headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
-        return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+        return error_response(exc)
 
     async def _invalid(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+        return invalid_response(exc)
 
     async def _http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -170,4 +180,12 @@ class _TooLarge(HTTPException):
         super().__init__(413, f"request body larger than the limit of {limit} bytes")
 
 
-__all__ = ["BodyLimit", "allowed_methods", "install_error_handlers", "status_of", "unparsable_reason"]
+__all__ = [
+    "BodyLimit",
+    "allowed_methods",
+    "error_response",
+    "install_error_handlers",
+    "invalid_response",
+    "status_of",
+    "unparsable_reason",
+]

@@ -197,6 +197,15 @@ class Metrics:
     def telemetry_state(self, *, stale: bool) -> None:
         self.telemetry_stale.set(1 if stale else 0)
 
+    def ingest_answered(self, status: int, body_bytes: int) -> None:
+        """An ingest request was answered ``status``: an accepted batch's body bytes are
+        counted, a refusal by its reason."""
+        if 200 <= status < 300:
+            self.ingest_bytes.inc(body_bytes)
+        else:
+            reason = _REJECTED.get(status, "other" if 400 <= status < 500 else "server_error")
+            self.ingest_rejected.labels(reason=reason).inc()
+
     def push_event(self, kind: str) -> None:
         self.pushes.labels(outcome=kind).inc()
 
@@ -258,11 +267,7 @@ class IngestAccounting:
         try:
             await self.app(scope, counted, sent)
         finally:
-            if 200 <= status < 300:
-                self.metrics.ingest_bytes.inc(seen)
-            else:
-                reason = _REJECTED.get(status, "other" if 400 <= status < 500 else "server_error")
-                self.metrics.ingest_rejected.labels(reason=reason).inc()
+            self.metrics.ingest_answered(status, seen)
 
 
 __all__ = ["ENGINE_MODES", "EngineView", "IngestAccounting", "Metrics"]

@@ -452,7 +452,9 @@ class Engine:
         """The backend holds ``backend_version``: no version number up to it is handed out
         again, and when no version of this service is above it (none could be delivered),
         the newest version's policy is made a new version above it (pushed: the backend and
-        ``GET /v1/policy`` agree again). Returns the new version, if any."""
+        ``GET /v1/policy`` agree again). Returns the new version, if any. Called again for
+        the same conflict (the store failed half-way, and the push worker reports the
+        conflict until this returns), it finishes what is left and makes no second version."""
         with self._lock:
             self.store.raise_version_floor(backend_version)
             latest = self.store.latest_version()

@@ -29,10 +29,14 @@ Delivery rules (what a storage operator can rely on):
   set, a version that keeps failing transiently is given up (``failed``) after that many.
 * **A version number the backend holds otherwise is never re-sent.** A 409 that says the
   backend holds a version at or above this one (``stale_version``, ``version_conflict``)
-  refuses the version and reports a ``conflict`` with the backend's version, which the
-  service resolves by making the policy it wants a new version above it. At the first pass
-  the worker also asks the backend which version it holds (when the adapter can say) and
-  reports a ``conflict`` when it is above every version in the outbox (the store lost some).
+  reports a ``conflict`` with the backend's version, which the service resolves by making
+  the policy it wants a new version above it, and then refuses the version. At the first
+  pass the worker also asks the backend which version it holds (when the adapter can say)
+  and reports a ``conflict`` when it is above every version in the outbox (the store lost
+  some). A conflict is reported until its handler returns: when the resolution fails (a
+  store that cannot write), the pass fails, the version stays pending, and the next pass
+  (or the first after a restart) meets the same 409, or the same answer to its question,
+  and reports it again; the refusal is recorded only once the resolution is.
 * **A delivery that cannot be recorded is not pushed again.** When the store fails to
   record an acknowledged push, the worker keeps the receipt and records it on the next pass
   (backing off, as on any failing pass) before it pushes anything.
@@ -374,7 +378,6 @@ class OutboxWorker:
         except PushError as exc:  # down, or it will not say: asked again on the next pass
             log.info("cannot ask the backend which version it holds: %s", exc)
             return
-        self._asked_backend = True
         newest = self.store.newest_version()
         if held is not None and held > (newest or 0):
             error = (
@@ -394,6 +397,7 @@ class OutboxWorker:
                     backend_version=held,
                 ),
             )
+        self._asked_backend = True  # not before: a handler that failed hears of it again
 
     def _record_delivery(
         self,
@@ -449,6 +453,19 @@ class OutboxWorker:
         # a 409 that does not say which version the backend holds: not refused for good
         transient = exc.retryable or (exc.status_code == 409 and conflict is None)
         if not transient:
+            if conflict is not None:  # resolved before the refusal is recorded (see step)
+                self._emit(
+                    events,
+                    DeliveryEvent(
+                        kind="conflict",
+                        version=n,
+                        at=now,
+                        attempts=attempt,
+                        error=error,
+                        in_force=self._in_force(),
+                        backend_version=conflict.current_version,
+                    ),
+                )
             self.store.mark_refused(n, error=error, at=now)
             self._emit(
                 events,
@@ -462,19 +479,6 @@ class OutboxWorker:
                     permanent=True,
                 ),
             )
-            if conflict is not None:
-                self._emit(
-                    events,
-                    DeliveryEvent(
-                        kind="conflict",
-                        version=n,
-                        at=now,
-                        attempts=attempt,
-                        error=error,
-                        in_force=self._in_force(),
-                        backend_version=conflict.current_version,
-                    ),
-                )
             return True
         if retry.max_attempts is not None and attempt >= retry.max_attempts:
             error = f"gave up after {attempt} attempts: {error}"

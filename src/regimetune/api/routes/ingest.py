@@ -4,30 +4,41 @@ A batch is parsed, validated, turned into columns and stored on the service's on
 thread (``app.state.ingest_pool``), never on the event loop (a JSON body of 100k keys takes
 tens of milliseconds to parse): batches are stored one at a time anyway (in sequence order),
 and one thread instead of a pool's forty leaves the event loop the GIL often enough that a
-daemon's ``GET /v1/policy`` does not wait for others' ingest. The JSON body's schema is
-documented as if the framework parsed it (:func:`document_ingest_body`)."""
+daemon's ``GET /v1/policy`` does not wait for others' ingest. :class:`IngestFastPath` takes
+the requests before the framework, so the loop only checks the token and reads the body; the
+routes below document both paths (the JSON body's schema as if the framework parsed it,
+:func:`document_ingest_body`) and answer what the fast path hands on."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
+import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from functools import partial
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
+from urllib.parse import parse_qsl
 
 import numpy as np
-from fastapi import APIRouter, FastAPI, Header, Query, Request
+from fastapi import APIRouter, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from regimetune.api.auth import WriteAccess
+from regimetune.api.auth import WriteAccess, check_write_header
 from regimetune.api.deps import EngineDep, SettingsDep
-from regimetune.api.errors import unparsable_reason
+from regimetune.api.errors import RETRY_AFTER_S, error_response, invalid_response, unparsable_reason
+from regimetune.api.metrics import Metrics
 from regimetune.api.routes._errors import WRITE, errors
 from regimetune.api.schemas import IngestAck, IngestIn
 from regimetune.api.settings import Settings
 from regimetune.control.engine import Engine, IngestResult
-from regimetune.models import InputError
+from regimetune.models import InputError, RegimetuneError
 from regimetune.models.wire import COUNTS_MEDIA_TYPE, decode_counts
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[WriteAccess])
 IdempotencyKey = Annotated[
@@ -183,8 +194,6 @@ async def ingest_counts(
     """The fast path for large windows: columns as raw little-endian arrays."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip()
     if ctype != COUNTS_MEDIA_TYPE:
-        from fastapi import HTTPException
-
         raise HTTPException(415, f"send the body as {COUNTS_MEDIA_TYPE}")
     body = await request.body()
     return await _on_ingest_thread(
@@ -219,3 +228,120 @@ def _ingest_counts(
         raise InputError(f"{n} keys in one batch; the limit is {settings.ingest.max_keys_per_batch}")
     res = engine.ingest(kind="counts", window_start=window_start, columns=cols, client_key=idempotency_key)
     return _ack(res)
+
+
+JSON_PATH, COUNTS_PATH = "/v1/ingest", "/v1/ingest/counts"
+_PLAIN_NUMBER = re.compile(r"(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")  # what the query's float takes as is
+
+
+class IngestFastPath:
+    """Answers ``POST /v1/ingest`` and ``POST /v1/ingest/counts`` with the least work on the
+    event loop: a crowd of daemons posts hundreds of batches a second while others poll
+    ``GET /v1/policy``, and each millisecond the loop spends on a batch is one a policy read
+    may wait. The loop checks the write token and reads the body; the ingest thread parses,
+    validates and stores it and renders the answer (a refusal as the error handlers render
+    it). A request the framework refuses before reading the body (no valid token, a body
+    over ``ingest.max_body_bytes``, a bad Idempotency-Key, content type or ``window_start``)
+    goes to ``fallback`` (the framework) untouched, a body that grows over the limit as read
+    so far: the framework's middleware answers, counts and times those."""
+
+    def __init__(
+        self, fallback: Any, *, settings: Settings, engine: Engine, pool: Executor, metrics: Metrics
+    ) -> None:
+        self.fallback = fallback
+        self.settings = settings
+        self.engine = engine
+        self.pool = pool
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        binary = scope["path"] == COUNTS_PATH
+        args = self._arguments(scope, binary=binary)
+        if args is None:
+            await self.fallback(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            msg = await receive()
+            if msg["type"] != "http.request":  # the client went away
+                return
+            chunks.append(msg.get("body", b""))
+            size += len(chunks[-1])
+            more = msg.get("more_body", False)
+            if size > self.settings.ingest.max_body_bytes:
+                await self.fallback(scope, _replayed(b"".join(chunks), more, receive), send)
+                return
+        body = b"".join(chunks)
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(self.pool, self._answer, body, *args)
+        except RuntimeError:  # the ingest pool was shut down: the service is stopping
+            answer = JSONResponse(
+                {"detail": "the service is stopping"},
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        self.metrics.ingest_answered(answer.status_code, len(body))
+        await send(
+            {"type": "http.response.start", "status": answer.status_code, "headers": answer.raw_headers}
+        )
+        await send({"type": "http.response.body", "body": answer.body})
+
+    def _arguments(self, scope: Any, *, binary: bool) -> tuple[str | None, float | None] | None:
+        """The request's Idempotency-Key and (binary batches) ``window_start``; None when the
+        framework is to answer."""
+        headers = scope["headers"]
+        try:
+            check_write_header(self.settings.auth, headers)
+        except HTTPException:
+            return None
+        keys = [v for k, v in headers if k == b"idempotency-key"]
+        if len(keys) > 1 or (keys and not 1 <= len(keys[0]) <= 128):
+            return None
+        declared = next((v for k, v in headers if k == b"content-length"), b"0")
+        if not declared.isdigit() or int(declared) > self.settings.ingest.max_body_bytes:
+            return None
+        key = keys[0].decode("latin-1") if keys else None
+        if not binary:
+            return key, None
+        ctype = next((v for k, v in headers if k == b"content-type"), b"").decode("latin-1")
+        query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+        if (
+            ctype.split(";")[0].strip() != COUNTS_MEDIA_TYPE
+            or len(query) != 1
+            or query[0][0] != "window_start"
+        ):
+            return None
+        if not _PLAIN_NUMBER.fullmatch(query[0][1]) or not math.isfinite(window_start := float(query[0][1])):
+            return None
+        return key, window_start
+
+    def _answer(self, body: bytes, key: str | None, window_start: float | None) -> Response:
+        """On the ingest thread: the batch stored and acknowledged, or the refusal."""
+        try:
+            if window_start is None:
+                ack = _ingest_json(body, self.engine, self.settings, key)
+            else:
+                ack = _ingest_counts(body, window_start, self.engine, self.settings, key)
+        except RegimetuneError as exc:
+            return error_response(exc)
+        except RequestValidationError as exc:
+            return invalid_response(exc)
+        except Exception:
+            log.exception("ingest batch failed")
+            return PlainTextResponse("Internal Server Error", status_code=500)
+        return Response(ack.model_dump_json(), media_type="application/json")
+
+
+def _replayed(body: bytes, more: bool, receive: Any) -> Any:
+    """``receive`` with ``body`` (read already) handed out first."""
+    first = True
+
+    async def replay() -> Any:
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": body, "more_body": more}
+        return await receive()
+
+    return replay

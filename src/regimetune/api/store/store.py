@@ -46,6 +46,9 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _BUGS = (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.DataError, sa.exc.NotSupportedError)
 
 
+_INSERT_BATCH = t.ingest_batches.insert()
+
+
 def driver_reason(exc: BaseException) -> str:
     """The first line of the driver's message (never the URL, which may hold a password)."""
     orig = getattr(exc, "orig", None) or exc
@@ -215,20 +218,18 @@ class SqlStore:
     ) -> int:
         """Persist a batch (``digest``: a hash of its content, to tell a resend from another
         batch under the same ``client_key``); returns its sequence number once committed."""
-        n = max((len(c) for c in columns.values()), default=0)
+        row = {
+            "received_at": time.time(),
+            "window_start": window_start,
+            "kind": kind,
+            "client_key": client_key,
+            "n_rows": max((len(c) for c in columns.values()), default=0),
+            "payload": pack_columns(columns),
+            "digest": digest,
+        }
         with self.writing() as conn:
-            res = conn.execute(
-                t.ingest_batches.insert().values(
-                    received_at=time.time(),
-                    window_start=window_start,
-                    kind=kind,
-                    client_key=client_key,
-                    n_rows=n,
-                    payload=pack_columns(columns),
-                    digest=digest,
-                )
-            )
-            return _pk(res)
+            # one statement with parameters: built and compiled once, not per batch
+            return _pk(conn.execute(_INSERT_BATCH, row))
 
     def batch_by_key(self, client_key: str) -> tuple[int, int, str | None] | None:
         """(sequence number, rows, digest) of the batch sent with ``client_key``, if any."""
