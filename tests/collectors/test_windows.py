@@ -310,3 +310,20 @@ def test_edge_windows_survive_a_snapshot_and_counts_cover_whole_windows() -> Non
     c = WindowAggregator(10.0)
     got = c.push_counts(0.0, [1], reads=[5]) + c.push_counts(10.0, [2], reads=[5]) + c.flush()
     assert [(w.start, w.length) for w in got] == [(0.0, 10.0), (10.0, 10.0)]
+
+
+def test_a_window_of_more_distinct_keys_than_the_fold_is_folded_a_few_times(monkeypatch) -> None:
+    """The open window folds its raw keys into counts at a threshold; with more distinct keys
+    than that it folded again at every batch (a window of 8M keys cost a second per batch)."""
+    from regimetune.collectors import windows
+
+    monkeypatch.setattr(windows, "_COMPACT_AT", 64)
+    agg = WindowAggregator(window_s=60.0)
+    folds = 0
+    for i in range(200):  # 2000 distinct keys, each read twice, 10 a batch
+        keys = np.arange(i * 10, i * 10 + 10, dtype=np.uint64)
+        agg.push_counts(0.0, np.concatenate([keys, keys]), np.ones(20, np.int64))
+        folds += len(agg._open.keys) == 1 and agg._open.n > 20
+    assert folds <= 12  # geometric (each fold leaves 1.5x the keys of the last), not one a batch
+    (w,) = agg.push_counts(60.0, [1], [1])
+    assert (w.active_keys, w.reads) == (2000, 4000)

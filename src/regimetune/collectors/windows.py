@@ -37,7 +37,10 @@ from regimetune.models.errors import ConfigError, InputError
 from regimetune.models.events import NO_LABEL, EventBatch, Op
 from regimetune.models.windows import SCALAR_COLUMNS, WindowFrame, WindowStats
 
-_COMPACT_AT = 1 << 22  # raw keys buffered in the open window before they are folded into counts
+_COMPACT_AT = 1 << 22
+"""Raw keys buffered in the open window before they are folded into per-key counts; after a
+fold, again once the buffer holds twice what the fold left (a window of more distinct keys
+than this is folded O(log n) times, not at every batch)."""
 MAX_GAP_WINDOWS = 10_000_000
 """A jump in time over more windows than this is refused rather than filled with empty ones."""
 HOT_LG_MAX_K = 12
@@ -55,6 +58,7 @@ class _Open:
         self.keys: list[np.ndarray] = []
         self.weights: list[np.ndarray | None] = []
         self.n = 0
+        self.fold_at = _COMPACT_AT
         self.labels: dict[int, int] = {}
         self.load = np.zeros(n_buckets)
         self.bytes = np.zeros(n_buckets)
@@ -69,12 +73,13 @@ class _Open:
         self.keys.append(keys)
         self.weights.append(weights)
         self.n += len(keys)
-        if self.n >= _COMPACT_AT and len(self.keys) > 1:
+        if self.n >= self.fold_at and len(self.keys) > 1:
             k, w = self.arrays()
             uk, inv = np.unique(k, return_inverse=True)
             self.keys = [uk]
             self.weights = [np.bincount(inv, weights=w, minlength=len(uk)).astype(np.int64)]
             self.n = len(uk)
+            self.fold_at = max(_COMPACT_AT, 2 * self.n)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.keys:
