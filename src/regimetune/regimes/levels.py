@@ -145,11 +145,7 @@ class RegimeLayer:
         if cur is not None and p.start == cur.start and not self.held:
             s, _, rid = self.runs[-1]
             self.runs[-1] = (s, p.end, rid)
-            if (
-                p.kind is not None
-                and s == p.start
-                and len(self.runs) == 1 + sum(r[2] == rid for r in self.runs[:-1])
-            ):
+            if p.kind is not None and self._alone(p):
                 self.kinds[rid] = p.kind  # the regime is this piece alone: it is what the piece is
             if p.kind is not None:
                 self.current = p
