@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,25 @@ def test_common_random_numbers_and_residuals() -> None:
     # DT balances data better than LT, LT balances load better than DT.
     assert c.d_ratio.mean() < a.d_ratio.mean()
     assert a.l_ratio.mean() < c.l_ratio.mean()
+
+
+def test_memory_scores_the_fullest_server_and_moves_the_choice_to_data_balance() -> None:
+    """Each cost component scores what it names: with only the bytes' balance counted, a
+    data-balancing preset wins; with only the load's, a load-balancing one; a setting is
+    never chosen for the dimension the costs ignore."""
+    for seed in range(3):
+        lt, dt = (simulate_campaign(PRESETS[n], SMALL, seed=seed) for n in ("LT", "DT"))
+        assert dt.memory.mean() < lt.memory.mean() and lt.imbalance.mean() < dt.imbalance.mean()
+        assert np.all(dt.memory >= 0)
+    memory_only = dataclasses.replace(SMALL, costs={"memory": 1.0})
+    load_only = dataclasses.replace(SMALL, costs={"imbalance": 1.0})
+    values = {
+        (spec_name, preset): sum(simulate_campaign(PRESETS[preset], spec, seed=s).value for s in range(3))
+        for spec_name, spec in (("memory", memory_only), ("load", load_only))
+        for preset in ("LT", "DT")
+    }
+    assert values["memory", "DT"] < values["memory", "LT"]
+    assert values["load", "LT"] < values["load", "DT"]
 
 
 def test_decommissions_can_be_planned_with_their_own_weights() -> None:
@@ -58,7 +79,7 @@ def test_mostly_commissions_and_trace_series() -> None:
         load_series=series, size_series=series * 1e6, min_servers=2, max_servers=8, warmup=2, operations=6
     )
     r = simulate_campaign(PufferscaleWeights(), spec, seed=0)
-    assert r.residuals.shape == (24,)
+    assert r.residuals.shape == (30,)  # five components of six operations
     with pytest.raises(InputError, match="unknown cost"):
         simulate_campaign(PufferscaleWeights(), CampaignSpec(costs={"speed": 1.0}), seed=0)
     with pytest.raises(InputError, match="min_servers"):

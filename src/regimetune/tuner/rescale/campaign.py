@@ -11,6 +11,8 @@ The score of a weight setting is built from per-operation residuals (``f = sum r
 
 - imbalance: time-averaged ``L_max/L_t - 1`` between one operation and the next (mean of its
   value right after the operation and right before the next one, after the drift);
+- memory: the same for the bytes, ``D_max/D_t - 1``: the server that fills first sets the
+  capacity every server must have (a Redis master's ``maxmemory``, a disk);
 - duration: ``T_max / T_t`` (Eq. 3 over Eq. 11: scale-free);
 - spread: the duration's deviation from the mean of operations of the same kind;
 - moved: bytes moved over the bytes stored.
@@ -35,7 +37,7 @@ from regimetune.tuner.rescale.planner import (
     plan_arrays,
 )
 
-COMPONENTS = ("imbalance", "duration", "spread", "moved")
+COMPONENTS = ("imbalance", "memory", "duration", "spread", "moved")
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +105,7 @@ class CampaignResult:
     t_lower_bound: np.ndarray
     moved: np.ndarray
     imbalance: np.ndarray
+    memory: np.ndarray
     planner_seconds: np.ndarray
     components: dict[str, float]
     residuals: np.ndarray
@@ -137,9 +140,17 @@ class Cluster:
         return res
 
     def load_ratio(self) -> float:
-        per = np.bincount(self.host, weights=self.load, minlength=self.n)
-        mean = self.load.sum() / self.n
-        return float(per.max() / mean) if mean > 0 else 1.0
+        return _max_over_mean(self.host, self.load, self.n)
+
+    def data_ratio(self) -> float:
+        return _max_over_mean(self.host, self.size, self.n)
+
+
+def _max_over_mean(host: np.ndarray, values: np.ndarray, n: int) -> float:
+    """The fullest server's share of ``values`` over the mean share."""
+    per = np.bincount(host, weights=values, minlength=n)
+    mean = values.sum() / n
+    return float(per.max() / mean) if mean > 0 else 1.0
 
 
 def _draw(rng: np.random.Generator, n: int, total: float, rel_std: float) -> np.ndarray:
@@ -179,7 +190,7 @@ def simulate_campaign(
     >>> spec = CampaignSpec(n_buckets=64, min_servers=4, max_servers=8, warmup=3, operations=4)
     >>> r = simulate_campaign(PufferscaleWeights(), spec, seed=1)
     >>> sorted(r.components), r.residuals.shape
-    (['duration', 'imbalance', 'moved', 'spread'], (16,))
+    (['duration', 'imbalance', 'memory', 'moved', 'spread'], (20,))
     """
     import time
 
@@ -234,10 +245,10 @@ def simulate_campaign(
         t0 = time.perf_counter()
         res = cluster.rescale_to(m, rng, w)
         dt = time.perf_counter() - t0
-        after_op = cluster.load_ratio()
+        after_op = cluster.load_ratio(), cluster.data_ratio()
         load, size = loads_at(k + 1, cluster.load, cluster.size)
         cluster.load, cluster.size = load, size
-        before_next = cluster.load_ratio()
+        before_next = cluster.load_ratio(), cluster.data_ratio()
         if k < campaign.warmup:
             continue
         tg = res.targets
@@ -250,7 +261,8 @@ def simulate_campaign(
         rec["t_max"].append(res.t_max)
         rec["t_lower_bound"].append(res.t_lower_bound)
         rec["moved"].append(res.bytes_moved / max(float(size.sum()), 1e-300))
-        rec["imbalance"].append(0.5 * (after_op + before_next) - 1.0)
+        rec["imbalance"].append(0.5 * (after_op[0] + before_next[0]) - 1.0)
+        rec["memory"].append(0.5 * (after_op[1] + before_next[1]) - 1.0)
         rec["planner_seconds"].append(dt)
     arr = {k: np.asarray(v) for k, v in rec.items()}
     return _score(arr, campaign.costs)
@@ -264,10 +276,17 @@ def _score(arr: dict[str, np.ndarray], costs: dict[str, float]) -> CampaignResul
         sel = arr["kind"] == kind
         if sel.any():
             spread[sel] = t[sel] - t[sel].mean()
-    parts = {"imbalance": arr["imbalance"], "duration": t, "spread": spread, "moved": arr["moved"]}
+    parts = {
+        "imbalance": arr["imbalance"],
+        "memory": arr["memory"],
+        "duration": t,
+        "spread": spread,
+        "moved": arr["moved"],
+    }
     residuals = np.concatenate([np.sqrt(costs.get(c, 0.0) / k) * parts[c] for c in COMPONENTS])
     components = {
         "imbalance": float(arr["imbalance"].mean()),
+        "memory": float(arr["memory"].mean()),
         "duration": float(t.mean()),
         "spread": float(np.sqrt(np.mean(spread**2))),
         "moved": float(arr["moved"].mean()),
