@@ -1,10 +1,19 @@
 """Rescaling a real Redis Cluster: regimetune's Pufferscale plans against ``redis-cli
 --cluster``, the tool Redis operators use.
 
-A local cluster whose slots are skewed in bytes and in load (hash tags: 40 slots at both
-ends of the slot range hold large values, so the masters holding those ends hold much more;
-another 40 slots take most requests), ``--keys`` keys of 1-4 KiB (8-16 KiB on the heavy
-tags). Two operations, each on a fresh cluster with the same keys:
+A local cluster whose slots are skewed in bytes and in load (hash tags: 40 slots hold large
+values, another 40 slots take most requests), ``--keys`` keys of 1-4 KiB (8-16 KiB on the
+heavy tags). ``--skew`` places the heavy tags:
+
+- ``one`` (default): in the first eighth of the slot range, so the first master holds 2.4x
+  the mean bytes. ``rebalance`` then hands most of them to one new node, and leaves that
+  node at about 2.4x the new mean and the first master at about 1.6x, with the other four
+  masters equal;
+- ``ends``: half in the first and half in the last eighth, so two masters are heavy, one at
+  each end of the range; ``rebalance`` moves the first one's (its lowest slots) and none
+  of the last one's.
+
+Two operations, each on a fresh cluster with the same keys:
 
 - commission 4 -> 6: ``redis-cli --cluster add-node`` twice and ``rebalance
   --cluster-use-empty-masters`` (method ``rebalance``) against regimetune with the presets
@@ -76,13 +85,19 @@ def tags_in(lo: int, hi: int, prefix: str, count: int) -> list[str]:
     return out
 
 
-def make_keys(n: int, seed: int) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Key names, value sizes and access weights: 15 % of the keys on 40 'big' tags (16 KiB
-    values) whose slots lie in the first and last eighth of the slot range (so the masters
-    holding those ranges hold much more), 10 % on 40 'hot' tags spread over all slots
-    (small values, most requests), the rest spread."""
+SKEWS = ("one", "ends")
+
+
+def make_keys(n: int, seed: int, skew: str = "one") -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Key names, value sizes and access weights: 15 % of the keys on 40 'big' tags (8-16 KiB
+    values) whose slots lie in the first eighth of the slot range (``skew="one"``), or half
+    there and half in the last eighth (``"ends"``), 10 % on 40 'hot' tags spread over all
+    slots (small values, most requests), the rest spread."""
     rng = np.random.default_rng(seed)
-    big = tags_in(0, 2048, "big", 20) + tags_in(14336, 16384, "big", 20)
+    if skew == "one":
+        big = tags_in(0, 2048, "big", 40)
+    else:
+        big = tags_in(0, 2048, "big", 20) + tags_in(14336, 16384, "big", 20)
     hot = tags_in(0, 16384, "hot", 40)
     kind = rng.choice(3, size=n, p=[0.15, 0.10, 0.75])
     names, sizes, weight = [], np.empty(n, np.int64), np.empty(n)
@@ -309,6 +324,9 @@ def run(
         row = {
             "max_bytes_over_mean": max(per_bytes.values()) / np.mean(list(per_bytes.values())),
             "max_load_over_mean": max(per_load.values()) / np.mean(list(per_load.values())),
+            "bytes_over_mean": sorted(
+                (round(b / np.mean(list(per_bytes.values())), 2) for b in per_bytes.values()), reverse=True
+            ),
             "bytes_moved": float(before.stats.bytes[moved].sum()),
             "slots_moved": len(moved),
             "wall_s": wall,
@@ -364,6 +382,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keys", type=int, default=40_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skew", choices=SKEWS, default="one", help="where the heavy slots lie")
     ap.add_argument("--key-batch", type=int, default=200, help="keys per MIGRATE (regimetune)")
     ap.add_argument("--net-bandwidth", type=float, default=1.25e9, help="S_net of the planner, bytes/s")
     ap.add_argument("--tune-budget", type=int, default=12)
@@ -372,14 +391,14 @@ def main() -> None:
     args = ap.parse_args()
     if not LocalRedis.available():
         sys.exit("redis-server is not installed")
-    names, sizes, probs = make_keys(args.keys, args.seed)
+    names, sizes, probs = make_keys(args.keys, args.seed, args.skew)
     slots = key_slots(names)
     slot_load = np.bincount(slots, weights=probs, minlength=SLOTS) * 1e6  # requests per million
     slot_bytes = np.bincount(slots, weights=sizes.astype(float), minlength=SLOTS)
     work = {"names": names, "sizes": sizes, "probs": probs, "slot_load": slot_load, "slot_bytes": slot_bytes}
     print(
         f"{len(names)} keys, {sizes.sum() / 2**20:.0f} MiB of values; largest slot {slot_bytes.max() / sizes.sum():.1%} "
-        f"of the bytes, hottest slot {slot_load.max() / slot_load.sum():.1%} of the load",
+        f"of the bytes, hottest slot {slot_load.max() / slot_load.sum():.1%} of the load; heavy slots: {args.skew}",
         flush=True,
     )
     t = time.perf_counter()
@@ -415,7 +434,8 @@ def main() -> None:
                 f"{row['max_load_over_mean']:.3f}  moved {row['bytes_moved'] / 2**20:7.1f} MiB in "
                 f"{row['slots_moved']:5d} slots  {row['wall_s']:6.2f} s  lost {row['keys_lost']}  "
                 f"client errors {row['client_errors']}/{row['client_ops']} "
-                f"(new nodes learnt from ASK {row['client_asks_to_new_nodes']}){pred}",
+                f"(new nodes learnt from ASK {row['client_asks_to_new_nodes']}){pred}; "
+                f"masters' bytes over the mean {row['bytes_over_mean']}",
                 flush=True,
             )
         floors = next(iter(result[kind].values()))
