@@ -19,8 +19,13 @@ reversals; per trace and method, the change-point F1 between every pair of windo
 quiet broken, >= 90 % of each level, 0 reversals, F1 >= 0.9 between window lengths, counts
 within one.
 
+With ``--thinned``, each trace is also read thinned at random to 75 %, 50 % and 25 % of its
+requests (two draws at 50 and 25 %), a stand-in for a run of fewer workers, at 60-s windows:
+the readings ``ours`` and ``ours_live`` meet there.
+
     nice .venv/bin/python bench/real_traces.py
     nice .venv/bin/python bench/real_traces.py --windows 10 60 --methods ours
+    nice .venv/bin/python bench/real_traces.py --methods ours ours_live --thinned
 
 The last line printed is one JSON object with every figure.
 """
@@ -32,7 +37,7 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,7 +47,7 @@ import ruptures as rpt
 from regimetune.collectors import window_frame
 from regimetune.collectors.readers import read_trace
 from regimetune.collectors.spec import TraceSpec
-from regimetune.models import WindowFrame
+from regimetune.models import EventBatch, WindowFrame
 from regimetune.regimes import FeatureExtractor, OnlineRegimeDetector, regimes_entered, reversals
 from regimetune.regimes.metrics import PersonReading, agreement_f1, check_reading
 
@@ -142,6 +147,39 @@ def run(traces: list[Path], windows: tuple[float, ...], methods: list[str]) -> d
     return out
 
 
+THINNED = ((0.75, 1), (0.5, 1), (0.5, 2), (0.25, 1), (0.25, 2))  # (share of requests kept, draw)
+
+
+def thinned(path: Path, keep: float, seed: int) -> Iterator[EventBatch]:
+    """The trace's requests, each kept with probability ``keep``."""
+    rng = np.random.default_rng(seed)
+    for b in read_trace(path, spec=SPEC):
+        m = rng.random(len(b.ts)) < keep
+        yield EventBatch.from_columns(
+            ts=b.ts[m], key=b.key[m], op=b.op[m], size=b.size[m], bucket=b.bucket[m], label=b.label[m]
+        )
+
+
+def run_thinned(traces: list[Path], methods: list[str]) -> dict[str, Any]:
+    """The readings met on every thinned trace at 60-s windows, per method."""
+    labels = json.loads((PARSPLICE / "labels.json").read_text())["traces"]
+    met: dict[str, list[bool]] = {m: [] for m in methods}
+    for path in traces:
+        reading = PersonReading.from_dict(labels[path.name])
+        for keep, seed in THINNED:
+            frame = window_frame(thinned(path, keep, seed), window_s=60.0)
+            origin = float(frame["start"][0])
+            for m in methods:
+                a = METHODS[m](frame, origin)
+                chk = check_reading(a.changes_s, a.kinds or [], reading)
+                ok = chk.ok if a.kinds is not None else (all(chk.needs_found) and not any(chk.quiet_broken))
+                met[m].append(ok)
+                print(
+                    f"{path.name} kept {keep:.0%} (draw {seed}) {m}: {'met' if ok else 'not met'}", flush=True
+                )
+    return {m: f"{sum(v)}/{len(v)}" for m, v in met.items()}
+
+
 def summary(out: dict[str, Any], methods: list[str]) -> dict[str, Any]:
     s: dict[str, Any] = {}
     for m in methods:
@@ -160,6 +198,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--windows", type=float, nargs="+", default=list(WINDOWS))
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--thinned", action="store_true", help="also read each trace thinned (60-s windows)")
     a = ap.parse_args()
     traces = sorted(PARSPLICE.glob("*.kv.csv.gz"))
     if not traces:
@@ -168,6 +207,8 @@ def main() -> None:
         return
     out = run(traces, tuple(a.windows), a.methods)
     s = summary(out, a.methods)
+    if a.thinned:
+        s["thinned"] = run_thinned(traces, a.methods)
     print(f"summary {json.dumps(s)}", flush=True)
     print(json.dumps({"traces": out, "summary": s}))
 

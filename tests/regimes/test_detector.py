@@ -23,7 +23,7 @@ from regimetune.regimes import (
     reversals,
 )
 from regimetune.regimes.checks import CHECKS, check_detector, labelled_series
-from regimetune.regimes.synthetic import parsplice_like_frame, stationary_frame
+from regimetune.regimes.synthetic import Profile, frame_from_profiles, parsplice_like_frame, stationary_frame
 
 from .helpers import empty_frame, steps
 
@@ -145,6 +145,27 @@ def test_a_one_block_burst_is_no_change() -> None:
     assert h.n_regimes == 1
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_writes_step_counts_at_a_factor_of_two_in_one_plus_the_rate(seed: int) -> None:
+    """Writes are small counts: a 20-minute burst of half a write a second beside 100
+    reads/s is no change (at the read rate's least step it would found a regime), and a
+    five-fold fall of 15 writes/s is one, with the reads barely moving."""
+
+    def at(reads: float, writes: float, growth: float) -> Profile:
+        return Profile(reads=reads, writes=writes, active=50, topk=0.5, entropy=5.0, growth=growth)
+
+    burst = frame_from_profiles(
+        [at(100, 0.1, 0.5), at(100, 0.5, 0.5), at(100, 0.1, 0.5)], [40, 20, 40], seed=seed, window_s=60.0
+    )
+    assert [s.regime_id for s in OnlineRegimeDetector().detect(burst).segments] == [0]
+    assert len(OnlineRegimeDetector(min_count_step=0.12).detect(burst).segments) > 1
+    fall = frame_from_profiles([at(230, 15, 1.0), at(215, 3, 0.5)], [60, 60], seed=seed, window_s=60.0)
+    assert [(s.regime_id, s.start_window) for s in OnlineRegimeDetector().detect(fall).segments] == [
+        (0, 0),
+        (1, 60),
+    ]
+
+
 def test_a_series_row_is_read_as_it_is() -> None:
     # a row of a series has no known length, so nothing is a burst: a row far off is read
     # (the change test's least segment, two rows, around it), where a trace's one-block burst
@@ -242,6 +263,7 @@ def test_states_of_earlier_formats_fail_with_what_to_do(tmp_path: Path) -> None:
         {"features": ("nope",)},
         {"regime_s": 30.0},
         {"wander": -0.01},
+        {"min_count_step": 0},
         {"max_regimes": 0},
     ],
 )

@@ -94,6 +94,7 @@ class OnlineRegimeDetector(base.Clusterer):
         regime_s: float = _D.regime_s,
         min_regime_s: float = _D.min_regime_s,
         min_step: float = _D.min_step,
+        min_count_step: float = _D.min_count_step,
         wander: float = _D.wander,
         drift_per_h: float = _D.drift_per_h,
         match_p: float = _D.match_p,
@@ -105,6 +106,7 @@ class OnlineRegimeDetector(base.Clusterer):
         self.regime_s = regime_s
         self.min_regime_s = min_regime_s
         self.min_step = min_step
+        self.min_count_step = min_count_step
         self.wander = wander
         self.drift_per_h = drift_per_h
         self.match_p = match_p
@@ -197,7 +199,7 @@ class OnlineRegimeDetector(base.Clusterer):
         if self._series:  # a series' row is no block of known length: every cut is a change
             return Rules(1, 0.0, 0.0, p.z, p.max_regimes, join=False)
         return Rules(
-            p.blocks(p.min_regime_s), p.min_step, p.drift_per_h * p.block_s / 3600.0, p.z, p.max_regimes
+            p.blocks(p.min_regime_s), p.steps(), p.drift_per_h * p.block_s / 3600.0, p.z, p.max_regimes
         )
 
     def _rules_at(self, var: np.ndarray) -> Rules:

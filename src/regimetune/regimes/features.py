@@ -56,6 +56,10 @@ UNITS: dict[str, float] = {
     "log_rw": 2.0,
 }
 
+#: Features of small counts (writes, new keys, active keys): their least step a person sees
+#: is ``DetectorParams.min_count_step``.
+COUNT_FEATURES: frozenset[str] = frozenset({"log_writes", "log_growth", "log_active"})
+
 #: Features that are ``log1p`` of a rate or a count: ``expm1(value * unit)`` is the rate.
 LOG1P_FEATURES: frozenset[str] = frozenset({"log_reads", "log_writes", "log_growth", "log_active"})
 
@@ -318,6 +322,7 @@ def series_inputs(
 
 
 __all__ = [
+    "COUNT_FEATURES",
     "DEFAULT_FEATURES",
     "FEATURES",
     "LOG1P_FEATURES",

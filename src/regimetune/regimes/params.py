@@ -13,8 +13,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from regimetune.models import InputError
-from regimetune.regimes.features import DEFAULT_FEATURES, FEATURES
+from regimetune.regimes.features import COUNT_FEATURES, DEFAULT_FEATURES, FEATURES
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +36,13 @@ class DetectorParams:
         regime around it, or, where the levels before and after it differ, goes with the
         nearer one.
     ``min_step``
-        The least move a person sees as a change, in feature units (0.12: 12 % of the read
-        rate; ``log_writes`` and ``log_growth`` have unit 2). Smaller steps between two
-        segments are the level's wander.
+        The least move a person sees as a change, in feature units (0.11: the read rate
+        falls by 10 % or rises by 12 %; plateaus 10-20 % apart are distinct levels). Smaller
+        steps between two segments are the level's wander.
+    ``min_count_step``
+        The same for the small-count features (``log_writes``, ``log_growth``,
+        ``log_active``, unit 2): 0.35 is a factor 2 in one plus the rate, so a five-fold fall
+        of the writes is a change and a burst of a few writes a second is not.
     ``wander``
         How far a level's blocks stray from its line without a change (feature units, a
         standard deviation), on top of the noise learnt from the blocks.
@@ -59,7 +65,8 @@ class DetectorParams:
     block_s: float = 60.0
     regime_s: float = 1800.0
     min_regime_s: float = 600.0
-    min_step: float = 0.12
+    min_step: float = 0.11
+    min_count_step: float = 0.35
     wander: float = 0.03
     drift_per_h: float = 0.5
     match_p: float = 0.05
@@ -68,7 +75,7 @@ class DetectorParams:
     features: tuple[str, ...] = DEFAULT_FEATURES
 
     def __post_init__(self) -> None:
-        for name in ("block_s", "regime_s", "min_regime_s", "min_step", "drift_per_h"):
+        for name in ("block_s", "regime_s", "min_regime_s", "min_step", "min_count_step", "drift_per_h"):
             _positive(name, getattr(self, name))
         v = self.wander
         if isinstance(v, bool) or not isinstance(v, int | float) or not (0.0 <= v < math.inf):
@@ -87,6 +94,12 @@ class DetectorParams:
         if not names or unknown or len(set(names)) != len(names):
             raise InputError(f"features must be distinct names of {list(FEATURES)}, got {list(names)}")
         object.__setattr__(self, "features", names)
+
+    def steps(self) -> np.ndarray:
+        """The least step of each of ``features``, in feature units."""
+        return np.array(
+            [self.min_count_step if f in COUNT_FEATURES else self.min_step for f in self.features]
+        )
 
     def blocks(self, seconds: float) -> int:
         """A duration in blocks (at least one)."""
