@@ -105,6 +105,23 @@ class Served:
         return self.doms[query]
 
 
+def changes_of(url: str) -> list[dict[str, Any]]:
+    """The decisions that changed the regime with the window each began at, oldest first."""
+    with httpx.Client(base_url=url, headers=AUTH, timeout=30) as http:
+        decisions = http.get("/v1/decisions", params={"limit": 100}).json()["items"][::-1]
+    return [d for d in decisions if d["regime_from"] != d["regime_to"] and "at_window" in d["inputs"]]
+
+
+def began_at(changes: list[dict[str, Any]]) -> dict[int, int]:
+    """Each window between a change's start and its confirmation, and the regime that began
+    there; where two changes' spans overlap, the later one's regime."""
+    out: dict[int, int] = {}
+    for d in changes:
+        for i in range(int(d["inputs"]["at_window"]), int(d["inputs"]["window"])):
+            out[i] = d["regime_to"]
+    return out
+
+
 def render(url: str) -> str:
     assert CHROMIUM is not None
     return subprocess.run(
@@ -262,10 +279,9 @@ def test_a_zoomed_timeline_draws_only_the_windows_in_view(served: Served) -> Non
 
 def test_each_change_is_drawn_where_it_began_and_where_it_was_confirmed(served: Served) -> None:
     """The windows between a change's start and its confirmation carry the live label (the
-    old regime's policy ran) but are drawn, pale, in the colour of the regime that began."""
-    with httpx.Client(base_url=served.url, headers=AUTH, timeout=30) as http:
-        decisions = http.get("/v1/decisions", params={"limit": 100}).json()["items"]
-    changes = [d for d in decisions if d["regime_from"] != d["regime_to"] and "at_window" in d["inputs"]]
+    old regime's policy ran) but are drawn, pale, in the colour of the regime that began (of
+    the later one where a change began before the one before it was confirmed)."""
+    changes = changes_of(served.url)
     late = [d for d in changes if d["inputs"]["at_window"] < d["inputs"]["window"]]
     assert changes and late, "no change confirmed after it began: nothing to tell apart"
     page = Page(served.dom())
@@ -274,16 +290,17 @@ def test_each_change_is_drawn_where_it_began_and_where_it_was_confirmed(served: 
     assert sorted(began) == sorted(int(d["inputs"]["at_window"]) for d in changes)
     assert sorted(known) == sorted(int(d["inputs"]["window"]) for d in changes)
     bars = {int(b["data-window"]): b for b in page.all("rect", "window-bar")}
+    pending = began_at(changes)
+    for i, rid in pending.items():
+        assert "pending" in bars[i]["class"].split() and bars[i]["data-began"] == str(rid)
     for d in late:
         a, w = int(d["inputs"]["at_window"]), int(d["inputs"]["window"])
         for i in range(a, w):
-            assert "pending" in bars[i]["class"].split() and bars[i]["data-began"] == str(d["regime_to"])
             assert bars[i]["data-regime"] != str(d["regime_to"])  # live, the old regime held
-        assert "pending" not in bars[w]["class"].split() and bars[w]["data-regime"] == str(d["regime_to"])
+        assert bars[w]["data-regime"] == str(d["regime_to"])
+        assert ("pending" in bars[w]["class"].split()) == (w in pending)
         assert float(bars[a]["x"]) < float(bars[w]["x"])
-    assert sum("pending" in b["class"].split() for b in bars.values()) == sum(
-        int(d["inputs"]["window"] - d["inputs"]["at_window"]) for d in changes
-    )
+    assert sum("pending" in b["class"].split() for b in bars.values()) == len(pending)
     last = max(changes, key=lambda d: d["id"])
     since = re.search(r'<div id="since">(.*?)</div>', served.dom())
     assert since and f"(window {int(last['inputs']['at_window'])}), known at" in since.group(1)
@@ -565,7 +582,8 @@ def test_delivery_errors_and_refused_versions_are_shown(served: Served, tmp_path
 
 
 def test_the_dashboard_as_an_operator_sees_it(served: Served, screenshot: Callable[..., Path]) -> None:
-    """The page in Chromium, kept as ``dashboard.png``: the timeline in every regime's colour."""
+    """The page in Chromium, kept as ``dashboard.png``: the timeline in the colour of every
+    regime that holds a window past its confirmation (the windows before it are pale)."""
     from PIL import Image
 
     page = (resources.files("regimetune.api") / "static" / "index.html").read_text()
@@ -575,6 +593,9 @@ def test_the_dashboard_as_an_operator_sees_it(served: Served, screenshot: Callab
     shot = screenshot(f"{served.url}/dashboard?token={READ_TOKEN}", "dashboard", height=1700)
     img = np.asarray(Image.open(shot).convert("RGB"))
     assert img.shape == (1700, 1400, 3)
-    for r in served.regimes:
+    pending = began_at(changes_of(served.url))
+    solid = sorted({w["regime_id"] for w in served.windows if w["index"] not in pending} - {None})
+    assert len(solid) >= 2
+    for r in solid:
         rgb = np.array([int(colors[r % len(colors)][i : i + 2], 16) for i in (1, 3, 5)])
         assert np.count_nonzero(np.all(np.abs(img.astype(int) - rgb) <= 12, axis=-1)) > 500, r
