@@ -105,6 +105,18 @@ class Served:
         return self.doms[query]
 
 
+def applied_and_delivered(status: dict[str, Any]) -> bool:
+    """Whether the desired policy carries both tuning jobs' results and the backend has it."""
+    d = status["desired"]
+    if d is None or status["pending"] or status["delivered_version"] != d["version"]:
+        return False
+    policy, regime = d["policy"], d["policy"]["regime_id"]
+    weights = {k: policy["weights"][k] for k in ("w_load", "w_data", "w_time")}
+    return bool(
+        weights == pytest.approx(weights_of(regime)) and policy["cache"]["limit_keys"] == limit_of(regime)
+    )
+
+
 def changes_of(url: str) -> list[dict[str, Any]]:
     """The decisions that changed the regime with the window each began at, oldest first."""
     with httpx.Client(base_url=url, headers=AUTH, timeout=30) as http:
@@ -177,10 +189,14 @@ def served(tmp_path_factory: pytest.TempPathFactory, workload: list[WindowCounts
                 assert jobs[objective]["status"] == "succeeded", jobs[objective]["error"]
             body = {"trace": str(tmp / "slow.csv"), "budget": RUNNING_BUDGET}
             jobs["running"] = http.post("/v1/tuning-jobs", json=body).json()
+            # a job is "succeeded" once recorded, and applied just after: wait for both halves
+            # of the regime in force's tuned policy to be made and delivered
             end = time.monotonic() + 10
-            while http.get("/v1/policy/status").json()["pending"] and time.monotonic() < end:
-                time.sleep(0.05)
             status = http.get("/v1/policy/status").json()
+            while not applied_and_delivered(status) and time.monotonic() < end:
+                time.sleep(0.05)
+                status = http.get("/v1/policy/status").json()
+            assert applied_and_delivered(status), status
         yield Served(url, windows, runner.regimes, jobs, status, backend)
     finally:
         runner.release.set()
