@@ -121,3 +121,18 @@ def test_moves_run_in_parallel_but_never_two_on_one_node() -> None:
 
     with pytest.raises(RuntimeError, match="MIGRATE failed"):
         run_disjoint(work, failing)
+
+
+def test_a_cluster_node_gets_a_port_whose_bus_port_exists_and_is_free() -> None:
+    """Redis refuses cluster mode above 55,535 (its bus listens 10,000 higher); the kernel's
+    ephemeral ports reach 60,999, so a cluster node's port is drawn below that."""
+    import socket
+
+    from regimetune.backend.redis_cluster.local import MAX_CLUSTER_PORT, free_port
+
+    for _ in range(50):
+        port = free_port(cluster=True)
+        assert 20000 <= port <= MAX_CLUSTER_PORT == 55535
+        for p in (port, port + 10000):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p))

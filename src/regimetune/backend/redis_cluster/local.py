@@ -9,6 +9,7 @@ True
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -23,13 +24,33 @@ from typing import Any
 from regimetune.models import ConfigError
 
 CLUSTER_SLOTS = 16384
+#: A cluster node also listens on its port + 10,000 (the cluster bus), so its port is at most this.
+MAX_CLUSTER_PORT = 65535 - 10000
 
 
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (the usual race applies; the start retries on failure)."""
+def free_port(*, cluster: bool = False) -> int:
+    """A port free on 127.0.0.1 now (the usual race applies; the start retries on failure);
+    for a cluster node, one at most :data:`MAX_CLUSTER_PORT` whose bus port is free too (the
+    kernel's ephemeral ports run up to 60999, which Redis refuses in cluster mode)."""
+    if not cluster:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randint(20000, MAX_CLUSTER_PORT)
+        if _bindable(port) and _bindable(port + 10000):
+            return port
+    raise ConfigError("no free port pair for a Redis Cluster node on 127.0.0.1")
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 class LocalRedis:
@@ -54,7 +75,7 @@ class LocalRedis:
         if not self.available():
             raise ConfigError("redis-server is not installed")
         for _ in range(5):
-            self.port = free_port()
+            self.port = free_port(cluster=self.cluster)
             workdir = self.root / str(self.port)
             workdir.mkdir(parents=True, exist_ok=True)
             cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
