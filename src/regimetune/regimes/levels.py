@@ -145,20 +145,21 @@ class RegimeLayer:
         if cur is not None and p.start == cur.start and not self.held:
             s, _, rid = self.runs[-1]
             self.runs[-1] = (s, p.end, rid)
-            if p.kind is not None and self._alone(p):
-                self.kinds[rid] = p.kind  # the regime is this piece alone: it is what the piece is
             if p.kind is not None:
+                if self._alone(p):  # the regime is this piece alone: it is what the piece is
+                    self.kinds[rid] = p.kind
                 self.current = p
                 self._note(p, rid)
             return
-        if cur is not None and _continues(cur, p, rules, alone=self._alone(cur)):
+        alone = cur is not None and self._alone(cur)
+        if cur is not None and _continues(cur, p, rules, alone=alone):
             self._label(self.held, self.current_id)  # a burst: the trace came back
             self.held = []
             self._label([p], self.current_id)
             if p.kind is None:
                 self.current = cur.followed_by(p, rules.min_blocks)
             elif p.kind != cur.kind:  # a level with a short move in it: the regime is that level
-                if self._alone(cur):
+                if alone:
                     self.kinds[self.current_id] = LEVEL
                 self.current = cur.together(p, rules)
                 self._note(self.current, self.current_id)
