@@ -12,8 +12,7 @@ import pytest
 
 from regimetune.api import load_settings
 from regimetune.api.store import SqlStore
-from regimetune.client.ingest import WindowCounts, count_windows
-from regimetune.collectors import GeneratorConfig, generate
+from regimetune.client.ingest import WindowCounts
 from regimetune.control import Controller, StoreUnavailable
 from regimetune.control.store import ENGINE_CHECKPOINT
 from regimetune.control.windowing import SNAPSHOT
@@ -31,13 +30,6 @@ class FullDisk(SqlStore):
         if self.full:
             raise StoreUnavailable("the store cannot write: database or disk is full")
         return super().commit_window(*args, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def workload() -> list[WindowCounts]:
-    return list(
-        count_windows(generate(GeneratorConfig(duration_s=6000, workers=64, seed=1, preset="classic")), 60.0)
-    )
 
 
 def open_app(path: Path, apply: str = "sync") -> tuple[Controller, FullDisk]:

@@ -102,6 +102,12 @@ def _make_detector(settings: ControlSettings, state: dict[str, Any] | None) -> O
     return OnlineRegimeDetector.from_params(params)
 
 
+def _in_force(detector: OnlineRegimeDetector) -> tuple[int | None, str]:
+    """The regime in force and its kind (``""`` before the first regime)."""
+    regime = detector.current
+    return regime, "" if regime is None else detector.regimes[regime].kind
+
+
 class Engine:
     """Owns the windowing state and the detector; thread-safe (one lock around the stateful
     steps). :meth:`restore` takes the state from the store (quick: a bad policy file fails
@@ -144,6 +150,9 @@ class Engine:
         self._ingest_lock = threading.Lock()  # sequence order of durable batches
         self._applied = threading.Condition()
         self._restored = self._started = False
+        # (regime, kind) in force, replaced whole after each detection: other threads (routes,
+        # metrics) read it, never the detector that the engine's thread is moving
+        self._in_force: tuple[int | None, str] = (None, "")
         self._queue: queue.Queue[tuple[int, str, float, dict[str, np.ndarray]] | None] | None = None
         self._owed: deque[WindowStats] = deque()  # closed windows the store has not taken yet
         self._detected: _Detected | None = None  # the first owed one, detected, not committed
@@ -175,6 +184,7 @@ class Engine:
                 )
             self._detector = _make_detector(s, stored)
             self._detector_state = self._detector.to_state()  # as of the last detected window
+            self._in_force = _in_force(self._detector)
             self._windows = Windowing.restore(s, self.store.load_snapshot(SNAPSHOT))
             self._gate = lateness_buffer(s)  # admission: the buffer as of every acknowledged batch
             self._gate.newest = self._windows.buffer.newest
@@ -386,9 +396,8 @@ class Engine:
             self._detector = _make_detector(self.settings, self._detector_state)
             raise
         self._detector_state = self._detector.to_state()
-        return _Detected(
-            w, self._detector.current, self.current_kind, {"detector": self._detector_state}, change, verdict
-        )
+        self._in_force = regime, kind = _in_force(self._detector)
+        return _Detected(w, regime, kind, {"detector": self._detector_state}, change, verdict)
 
     def _commit(self, d: _Detected) -> tuple[Any, PolicyVersion | None]:
         verdict = d.verdict
@@ -515,14 +524,13 @@ class Engine:
 
     @property
     def current_regime(self) -> int | None:
-        return self._detector.current if self._restored else None
+        return self._in_force[0]
 
     @property
     def current_kind(self) -> str:
         """What the regime in force is: ``level``, ``transition`` (it moved and never levelled
         off), or ``""`` before the first regime."""
-        regime = self.current_regime
-        return "" if regime is None else self._detector.regimes[regime].kind
+        return self._in_force[1]
 
     @property
     def detector_name(self) -> str:
