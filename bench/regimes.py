@@ -11,11 +11,7 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    ``live_changes_per_h`` after the first regime: each a policy pushed, every one false on
    ``stationary``). Methods: ``online`` (:class:`OnlineRegimeDetector`), ``pelt`` (ruptures
    PELT, l2 on the z-scored features with ``3 d log n``, the TCPD bench's setting) and
-   ``paper`` (:func:`paper_kmeans`). On ``fast-decay`` three estimators that know the
-   preset's form date the drift's end: ``hinge_oracle`` (a line in the read rate that turns
-   level, fitted), ``kink_genie`` (knows the run's slope and plateau too; fits only where it
-   turns) and ``share_step`` (one step in the write share, where the preset's reads per
-   write change).
+   ``paper`` (:func:`paper_kmeans`).
 2. **TCPD**: :func:`bench.tcpd.run_tcpd` (F1 and cover, margin 5, every annotator) for
    ours and every baseline; the series score, they never tuned anything.
 3. **CloudPhysics** (``../shared/data``, no labels): changes, reversals and regimes at 10-s
@@ -34,7 +30,6 @@ The last line printed is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 import sys
@@ -47,7 +42,6 @@ import numpy as np
 import ruptures as rpt
 
 from regimetune.collectors import GeneratorConfig, generate, window_frame
-from regimetune.collectors.generator import shape_of
 from regimetune.models import WindowFrame
 from regimetune.regimes import (
     FeatureExtractor,
@@ -116,88 +110,17 @@ METHODS: dict[str, Callable[[WindowFrame], Found]] = {
 ONLINE = ("online",)
 
 
-def _after_fast_fall(frame: WindowFrame, duration_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each window's start (seconds from the first) and length, and which windows the
-    ``fast-decay`` estimators read: whole ones, centred after 30 % of the run (the fast
-    fall is over by then)."""
-    length = np.asarray(frame["length"], dtype=float)
-    start = np.asarray(frame["start"], dtype=float) - float(frame["start"][0])
-    return start, length, (start + length / 2 > 0.30 * duration_s) & (length == length.max())
-
-
-def _kink_labels(frame: WindowFrame, cfg: GeneratorConfig, genie: bool) -> Found:
-    """Where an estimator that knows ``fast-decay``'s form and reads the read rate only dates
-    the drift's end (a ceiling for a detector of the read rate alone). The drift is a line
-    in the rate that turns level; the fast decay is over by 30 % of the run and the turn
-    lies in 45-60 % (:mod:`regimetune.collectors.presets`). Least squares on log reads/s of
-    the whole windows after 30 %, each corrected for the requests its stalls held back (the
-    generator's dips, which both know), over every window start in 35-70 % as the turn:
-    ``hinge_oracle`` fits a line then a level (three free parameters); ``kink_genie`` also
-    knows the run's slope and plateau, and fits only where the turn is (and one offset, the
-    noise's log-mean)."""
-    duration = cfg.duration_s
-    start, length, keep = _after_fast_fall(frame, duration)
-    shape = shape_of(cfg)
-    held = np.zeros(len(start))  # the seconds' worth of requests the stalls held back
-    np.add.at(held, np.searchsorted(start, shape.dip_sec, side="right") - 1, shape.dip_loss)
-    t = start[keep] + length[keep] / 2
-    y = np.log(np.asarray(frame["reads"], dtype=float)[keep] / (length[keep] - held[keep]))
-    turns = start[(start >= 0.35 * duration) & (start <= 0.70 * duration)]
-    if genie:
-        knots_t, knots_rate = shape.knots_t, shape.knots_rate
-        slope = (knots_rate[-2] - knots_rate[-1]) / (knots_t[-1] - knots_t[-2])
-        r = y[None, :] - np.log(knots_rate[-1] + slope * np.maximum(turns[:, None] - t[None, :], 0.0))
-        rss = ((r - r.mean(1, keepdims=True)) ** 2).sum(1)
-    else:
-        x = np.minimum(t[None, :] - turns[:, None], 0.0)
-        x -= x.mean(1, keepdims=True)
-        yc = y - y.mean()
-        sxx, sxy = (x * x).sum(1), x @ yc
-        rss = yc @ yc - np.where(sxx > 0, sxy**2 / np.maximum(sxx, 1e-300), 0.0)
-    at = int(np.searchsorted(start, turns[int(np.argmin(rss))]))
-    labels = (np.arange(len(frame)) >= at).astype(np.int64)
-    return Found(labels, [0, 1], {})
-
-
-def _share_step(frame: WindowFrame, cfg: GeneratorConfig) -> Found:
-    """Where one step in the write share dates ``fast-decay``'s drift end: the preset's
-    reads per write go from 80 to 65 there (a step of 0.2 in their log) while the read rate
-    only bends, and a ratio of two rates cancels the wander they share. Least squares on
-    ``log((writes + 1/2) / (reads + 1/2))`` of the whole windows after 30 % of the run, one
-    step anywhere: an estimator that knows the form (one change after the fast fall), not
-    a detector, and that reads a feature the detector has (writes/s)."""
-    kept = np.nonzero(_after_fast_fall(frame, cfg.duration_s)[2])[0]
-    reads, writes = (np.asarray(frame[k], dtype=float)[kept] for k in ("reads", "writes"))
-    y = np.log((writes + 0.5) / (reads + 0.5))
-    head = np.cumsum(y - y.mean())[:-1]  # the tail sums to -head
-    i = np.arange(1, len(y), dtype=float)
-    cut = int(np.argmax(head * head / i + head * head / (len(y) - i))) + 1
-    labels = (np.arange(len(frame)) >= kept[cut]).astype(np.int64)
-    return Found(labels, [0, 1], {})
-
-
-# what the fast-decay runs hold (not detectors: they know the preset's form, the genie its
-# slope too); the first two read the read rate only, the third the write share
-KINK_ORACLES: dict[str, Callable[[WindowFrame, GeneratorConfig], Found]] = {
-    "hinge_oracle": functools.partial(_kink_labels, genie=False),
-    "kink_genie": functools.partial(_kink_labels, genie=True),
-    "share_step": _share_step,
-}
-
-
 def generated(seeds: range, hours: float, presets: tuple[str, ...] = PRESETS) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for preset in presets:
         for window in (10.0, 60.0):
-            oracles = KINK_ORACLES if preset == "fast-decay" else {}
-            rows: dict[str, list[dict[str, Any]]] = {m: [] for m in [*METHODS, *oracles]}
+            rows: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
             for seed in seeds:
                 cfg = GeneratorConfig(duration_s=3600.0 * hours, workers=256, seed=seed, preset=preset)
                 frame = window_frame(generate(cfg), window_s=window)
                 truth = frame["label"]
                 margin = max(1.0, TOLERANCE * len(frame))
-                methods = {**METHODS, **{n: functools.partial(o, cfg=cfg) for n, o in oracles.items()}}
-                for name, fn in methods.items():
+                for name, fn in METHODS.items():
                     found = fn(frame)
                     cps = change_points(found.labels)
                     _, _, f1 = precision_recall_f1(change_points(truth), cps, margin=margin)

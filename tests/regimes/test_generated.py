@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pytest
 
 from regimetune.collectors import GeneratorConfig, generate, window_frame
@@ -59,14 +58,15 @@ def test_10_and_60_second_windows_give_the_same_regimes(preset: str) -> None:
     assert [s.kind for s in a.segments] == [s.kind for s in b.segments]
 
 
-def test_a_fast_decay_starts_with_a_transition_and_never_flaps() -> None:
-    # the preset's fast fall (20 minutes) is a decline; the two hours of slow drift after it
-    # move less than a level may wander (drift_per_h), so they are read as a level
-    for seed in (6, 7):
-        h = OnlineRegimeDetector().detect(run("fast-decay", seed, 10.0))
-        assert h.segments[0].kind == "transition" or h.segments[0].end - h.segments[0].start < 1200
+def test_a_fast_decay_is_a_transition_then_one_level() -> None:
+    # the preset's fast fall (about 20 minutes) is a decline; the two hours of slow drift
+    # after it move less than a level may wander (drift_per_h): they are part of the plateau
+    for seed in (6, 7, 8):
+        frame = run("fast-decay", seed, 10.0)
+        h = OnlineRegimeDetector().detect(frame)
+        assert [s.kind for s in h.segments] == ["transition", "level"]
+        assert ari(frame["label"], h.labels) >= 0.8
         assert reversals([c.to_id for c in h.changes]) == 0
-        assert np.all(h.labels >= 0)
 
 
 def test_paper_mode_finds_four_ordered_segments() -> None:

@@ -96,6 +96,17 @@ def test_a_level_that_settles_after_its_step_is_one_level() -> None:
     assert layer.kinds[1] == TRANSITION and len(layer.kinds) == 3
 
 
+def test_a_fall_then_a_level_is_no_settling_when_the_fall_is_a_step() -> None:
+    # a fast decay (generated fast-decay): a 19-block exponential fall, then a level drifting
+    # 0.16 over 95 blocks, no step at the joint; read as one line the two move slower than a
+    # level may drift, but that line passes a step below where the fall began
+    fall = 5.86 + 0.45 * np.exp(-np.arange(19) / 6.0)
+    layer = _layer(fall, ramp(5.85, 5.69, 95), flat(5.68, 120))
+    assert Piece.of(fall[:, None], 0, VAR, RULES).kind == TRANSITION
+    assert [r[2] for r in layer.runs] == [0, 1] and layer.runs[0] == (0, 19, 0)
+    assert layer.kinds == {0: TRANSITION, 1: LEVEL}
+
+
 def test_a_level_the_trace_returns_to_gets_its_id_back() -> None:
     layer = _layer(flat(5.0, 30), flat(4.5, 30), flat(5.02, 30))
     assert [r[2] for r in layer.runs] == [0, 1, 0]

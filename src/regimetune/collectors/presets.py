@@ -15,8 +15,9 @@ active-key count are noise, never regimes.
   or two keys), 1 decline (15-25 % of the run, drops of 5-15 % between shelves, down to the
   first plateau), 2 first plateau (280-320 reads/s at 256 workers), 3 second plateau, 12-18 %
   lower, after a step of 10-50 s;
-* ``fast-decay``: 0 decline (no flash crowd: most of the drop within the first 10 % of the run,
-  then a slow, stepless drift down over 45-60 % of the run), 1 plateau;
+* ``fast-decay``: 0 decline (no flash crowd: an exponential fall, most of it within the first
+  10 % of the run, over after three time constants), 1 plateau (a slow, stepless drift down of
+  15-25 % over 45-60 % of the run, then flat: one level that wanders, as a person reads it);
 * ``stationary``: 0 one plateau, with the same noise, dips and spikes (for false-change tests).
 
 >>> s = build_shape("parsplice", seed=1, timescale_s=14_400, duration_s=14_400, workers=256)
@@ -275,7 +276,9 @@ def _fast_decay(rng: np.random.Generator, T: float, w: float) -> _Base:
     tau = rng.uniform(0.025, 0.035) * T
     t = np.unique(np.concatenate([np.linspace(0.0, 8 * tau, 240), np.linspace(8 * tau, end, 60)]))
     rate = r_p * (1.0 + drift * (1.0 - t / end)) + (r0 - r_p * (1.0 + drift)) * np.exp(-t / tau)
-    return _Base(t, rate, np.asarray([end]), math.log(r0 / r_p), 3.0)
+    # the fall is over once what is left of it is within the window noise (5 %): three time
+    # constants; the drift after it moves no more than a level may wander, so it is the plateau
+    return _Base(t, rate, np.asarray([3.0 * tau]), math.log(r0 / r_p), 3.0)
 
 
 def _stationary(rng: np.random.Generator, T: float, w: float) -> _Base:

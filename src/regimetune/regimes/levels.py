@@ -10,8 +10,8 @@ line moves faster than ``drift_per_h`` (significantly, at ``match_p``) and by at
    significant between that regime's tail, the mean of its last ``min_regime_s``, and the
    piece's head, and the same kind, a transition going the same way) joins it; the pieces
    held back since (see 3) were a burst of it. A level and a move of one piece next to it
-   with no step between are one level where, read as one line, they are a level (a level
-   settling after its step).
+   with no step between are one level where, read as one line, they are a level and the
+   line runs through the move's far end, no step from it (a level settling after its step).
 2. A long piece that does not continue it **founds** a regime: a level returns to a known
    level's id when every feature is within ``min_step / 2`` of it, else it takes a new id. The
    pieces held back since the regime in force are settled: together at least ``min_regime_s``
@@ -89,6 +89,10 @@ class Piece:
             slope=tuple(slope.tolist()),
             kind=kind,
         )
+
+    def line_at(self, block: float) -> np.ndarray:
+        """The piece's line at block counter ``block``."""
+        return np.asarray(self.mean) + np.asarray(self.slope) * (block - (self.start + self.end - 1) / 2.0)
 
     def followed_by(self, q: Piece, k: int) -> Piece:
         """This piece as the reference of its regime once the short piece ``q`` has joined
@@ -319,18 +323,30 @@ class RegimeLayer:
 def _continues(cur: Piece, p: Piece, rules: Rules, *, alone: bool) -> bool:
     """Whether ``p`` goes on from ``cur``: no step a person sees (at least ``min_step`` and
     significant) in any feature, and the same kind (a transition the same way), or a level
-    and a move that, read as one, are a level (a level's settling; not the end of a
-    transition of several pieces: ``alone`` says the regime in force is ``cur`` alone)."""
+    and a move that, read as one line, are a level, the move's far end no step from that
+    line (a level's settling; not the end of a transition of several pieces: ``alone`` says the
+    regime in force is ``cur`` alone)."""
     if not rules.join:
         return False
-    step = np.abs(np.asarray(p.head) - np.asarray(cur.tail))
     sd = np.hypot(np.asarray(p.sd), np.asarray(cur.sd))
-    if np.any((step >= rules.min_step) & (step >= rules.z * sd)):
+
+    def stepped(a: Any, b: Any) -> bool:
+        step = np.abs(np.asarray(a) - np.asarray(b))
+        return bool(np.any((step >= rules.min_step) & (step >= rules.z * sd)))
+
+    if stepped(p.head, cur.tail):
         return False
     if cur.kind is None or p.kind is None:
         return True
     if cur.kind != p.kind:
-        return (cur.kind == LEVEL or alone) and cur.together(p, rules).kind == LEVEL
+        if not (cur.kind == LEVEL or alone):
+            return False
+        one = cur.together(p, rules)  # a level only if its line runs through the move's far end
+        if p.kind == LEVEL:  # the move came first: its head, centred k/2 blocks in
+            far, at = cur.head, cur.start + (min(cur.n, rules.min_blocks) - 1) / 2
+        else:
+            far, at = p.tail, p.end - (min(p.n, rules.min_blocks) + 1) / 2
+        return one.kind == LEVEL and not stepped(far, one.line_at(at))
     return cur.kind == LEVEL or bool(np.all(np.sign(p.slope) * np.sign(cur.slope) >= 0))
 
 
