@@ -69,7 +69,8 @@ class Partition:
             self.last.append(0)
             return
         c = np.asarray(self.candidates)
-        cost = np.asarray(self.best)[c] + self._sums.cost(c, n, inv_var, lines=self.lines)
+        before = np.array([self.best[k] for k in self.candidates])
+        cost = before + self._sums.cost(c, n, inv_var, lines=self.lines)
         i = int(np.argmin(cost))
         self.best.append(float(cost[i] + self.penalty))
         self.last.append(int(c[i]))
@@ -152,7 +153,8 @@ class _Sums:
         means), over the variances."""
         m = (end - starts).astype(np.float64)[:, None]
         st, stt = (self.t[end] - self.t[starts]).T
-        sy, sty, syy = np.moveaxis(self.y[end] - self.y[starts], 1, 0)
+        y = self.y[end] - self.y[starts]
+        sy, sty, syy = y[:, 0], y[:, 1], y[:, 2]
         st, stt = st[:, None], stt[:, None]
         cxx = stt - st * st / m
         cxy = sty - st * sy / m
