@@ -18,7 +18,9 @@ CloudPhysics trace, and speed, side by side in one run, every method with its de
    and 60-s windows; a person sees no regime flapping there.
 4. **Speed**: windows/s replayed (``detect``) and per-window ``update`` calls/s (the
    service's path), per CPU-second and per wall second, medians of ``--reps``; targets
-   200k and 20k (per CPU-second).
+   200k and 20k (per CPU-second). Beside them, a fixed loop of small numpy operations (the
+   detector's kind of work) timed between the samples: a shared machine's speed moves by a
+   quarter or more from minute to minute, and the loop shows by how much.
 
     nice .venv/bin/python bench/regimes.py                 # everything
     nice .venv/bin/python bench/regimes.py --quick         # one seed, 2 h runs
@@ -241,8 +243,18 @@ def speed(reps: int) -> dict[str, Any]:
         for rec in records:
             det.update(rec)
 
-    replays = [_rates(replay, len(frame)) for _ in range(reps)]
-    updates = [_rates(update, len(records)) for _ in range(reps)]
+    rng = np.random.default_rng(0)
+    small = rng.normal(size=(2000, 3))
+
+    def probe() -> None:
+        for row in small:
+            np.abs(row).sum()
+
+    probes, replays, updates = [], [], []
+    for _ in range(reps):
+        probes.append(_rates(probe, 1, 0.2)[0])
+        replays.append(_rates(replay, len(frame)))
+        updates.append(_rates(update, len(records)))
     med = {
         "replay_cpu": statistics.median(r[0] for r in replays),
         "replay_wall": statistics.median(r[1] for r in replays),
@@ -256,6 +268,8 @@ def speed(reps: int) -> dict[str, Any]:
         "update_calls_per_cpu_s": round(med["update_cpu"]),
         "update_calls_per_wall_s": round(med["update_wall"]),
         "update_ratio_to_20k": round(med["update_cpu"] / 20_000, 3),
+        "machine_probe_per_cpu_s": round(statistics.median(probes), 1),
+        "machine_probe_min_max": [round(min(probes), 1), round(max(probes), 1)],
     }
 
 
