@@ -102,7 +102,7 @@ def _make_detector(settings: ControlSettings, state: dict[str, Any] | None) -> O
     return OnlineRegimeDetector.from_params(params)
 
 
-def _in_force(detector: OnlineRegimeDetector) -> tuple[int | None, str]:
+def _regime_in_force(detector: OnlineRegimeDetector) -> tuple[int | None, str]:
     """The regime in force and its kind (``""`` before the first regime)."""
     regime = detector.current
     return regime, "" if regime is None else detector.regimes[regime].kind
@@ -184,7 +184,7 @@ class Engine:
                 )
             self._detector = _make_detector(s, stored)
             self._detector_state = self._detector.to_state()  # as of the last detected window
-            self._in_force = _in_force(self._detector)
+            self._in_force = _regime_in_force(self._detector)
             self._windows = Windowing.restore(s, self.store.load_snapshot(SNAPSHOT))
             self._gate = lateness_buffer(s)  # admission: the buffer as of every acknowledged batch
             self._gate.newest = self._windows.buffer.newest
@@ -396,7 +396,7 @@ class Engine:
             self._detector = _make_detector(self.settings, self._detector_state)
             raise
         self._detector_state = self._detector.to_state()
-        self._in_force = regime, kind = _in_force(self._detector)
+        self._in_force = regime, kind = _regime_in_force(self._detector)
         return _Detected(w, regime, kind, {"detector": self._detector_state}, change, verdict)
 
     def _commit(self, d: _Detected) -> tuple[Any, PolicyVersion | None]:
