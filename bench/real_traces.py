@@ -49,7 +49,7 @@ from regimetune.collectors.readers import read_trace
 from regimetune.collectors.spec import TraceSpec
 from regimetune.models import EventBatch, WindowFrame
 from regimetune.regimes import FeatureExtractor, OnlineRegimeDetector, regimes_entered, reversals
-from regimetune.regimes.metrics import PersonReading, agreement_f1, check_reading
+from regimetune.regimes.metrics import PersonReading, ReadingCheck, agreement_f1, check_reading
 
 PARSPLICE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "parsplice"
 SPEC = TraceSpec(
@@ -105,6 +105,12 @@ METHODS: dict[str, Callable[[WindowFrame, float], Answer]] = {
 }
 
 
+def _met(a: Answer, chk: ReadingCheck) -> bool:
+    """Whether ``a`` meets the person's reading; a method with no notion of a level is not
+    checked on the levels."""
+    return chk.ok if a.kinds is not None else (all(chk.needs_found) and not any(chk.quiet_broken))
+
+
 def run(traces: list[Path], windows: tuple[float, ...], methods: list[str]) -> dict[str, Any]:
     labels = json.loads((PARSPLICE / "labels.json").read_text())["traces"]
     out: dict[str, Any] = {}
@@ -127,9 +133,7 @@ def run(traces: list[Path], windows: tuple[float, ...], methods: list[str]) -> d
                     "regimes": len(set(a.entered)),
                     "changes": len(a.changes_s),
                     "reversals": reversals(a.entered),
-                    "ok": chk.ok
-                    if a.kinds is not None
-                    else (all(chk.needs_found) and not any(chk.quiet_broken)),
+                    "ok": _met(a, chk),
                     "seconds": round(time.perf_counter() - t, 3),
                 }
             pairs = {
@@ -171,8 +175,7 @@ def run_thinned(traces: list[Path], methods: list[str]) -> dict[str, Any]:
             origin = float(frame["start"][0])
             for m in methods:
                 a = METHODS[m](frame, origin)
-                chk = check_reading(a.changes_s, a.kinds or [], reading)
-                ok = chk.ok if a.kinds is not None else (all(chk.needs_found) and not any(chk.quiet_broken))
+                ok = _met(a, check_reading(a.changes_s, a.kinds or [], reading))
                 met[m].append(ok)
                 print(
                     f"{path.name} kept {keep:.0%} (draw {seed}) {m}: {'met' if ok else 'not met'}", flush=True

@@ -24,6 +24,19 @@ def _param(command: str, name: str) -> Any:
     return next(p for p in ROOT.commands[command].params if name in p.opts)  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("command", ["detect", "tune"])
+def test_param_names_every_detector_parameter_but_the_window(command: str) -> None:
+    """``--param``'s help lists the detector's parameters by hand: it must keep up with them
+    (the window length is ``--window``)."""
+    import dataclasses
+
+    from regimetune.regimes import DetectorParams
+
+    names = [f.name for f in dataclasses.fields(DetectorParams) if f.name != "window_s"]
+    listed = _param(command, "--param").help.split("Names: ")[1].split(" (")[0]
+    assert listed.split(", ") == names
+
+
 @pytest.fixture(scope="module")
 def short_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Five minutes of a run: shorter than the detector's min_regime_s (15 minutes)."""

@@ -48,9 +48,9 @@ DetectorParamOpt = Annotated[
         "--param",
         metavar="NAME=VALUE",
         help="Set one parameter of the online regime detector (repeatable), e.g. --param "
-        "min_regime_s=300. Names: block_s, regime_s, min_regime_s, min_step, min_count_step, wander, drift_per_h, "
-        "match_p, max_regimes, features (durations in seconds, steps in feature units; "
-        "docs/regimes.md says what each means).",
+        "min_regime_s=300. Names: block_s, regime_s, min_regime_s, min_step, min_count_step, "
+        "wander, drift_per_h, match_p, max_regimes, features (durations in seconds, steps in "
+        "feature units; docs/regimes.md says what each means).",
     ),
 ]
 
