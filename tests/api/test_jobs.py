@@ -278,3 +278,64 @@ def test_a_job_starts_from_the_regimes_policies_and_must_beat_them(
     assert "current_held_out" in report["decision"]  # compared with the policies in force
     for pol in out["policy_file"]["regimes"].values():  # each one tuned, or the current one kept
         assert report["decision"]["push"] or pol["cache"] == {**pol["cache"], **cache}
+
+
+def _tuned_runner(trace: str, *a: object, **k: object) -> dict:
+    time.sleep(0.2)  # the job ends after its submission has been answered
+    return {"policy_file": {"regimes": {"0": {"cache": {"mode": "lru", "limit_keys": 42}}}}, "report": {}}
+
+
+def _service_with_runner(tmp_path: Path, pool: Any) -> TestClient:
+    from regimetune.api import create_app
+
+    s = settings_for(tmp_path, tuning={"trace_dirs": [str(tmp_path)]})
+    return TestClient(create_app(s, executor=pool, jobs_runner=_tuned_runner))
+
+
+def test_a_job_is_seen_succeeded_only_once_its_policies_are_in_force(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("ts,key\n")
+    with ThreadPoolExecutor(1) as pool, _service_with_runner(tmp_path, pool) as c:
+        store = c.app.state.store
+        put = store.put_regime_policy
+
+        def slow_put(policy: Any) -> None:  # the policy is stored a while after tuning ended
+            time.sleep(0.5)
+            put(policy)
+
+        store.put_regime_policy = slow_put
+        r = c.post("/v1/tuning-jobs", json={"trace": str(trace), "apply": True}, headers=AUTH)
+        assert r.status_code == 202, r.text
+        seen = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = c.get(f"/v1/tuning-jobs/{r.json()['id']}").json()["status"]
+            policies = c.get("/v1/policies").json()
+            seen.append(status)
+            if status == "succeeded":
+                assert policies.get("0", {}).get("source") == "tuned", (
+                    "succeeded before its policy was stored"
+                )
+                break
+            time.sleep(0.02)
+        assert seen[-1] == "succeeded" and seen[0] == "running", seen
+
+
+def test_a_job_whose_policies_cannot_be_applied_says_so(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("ts,key\n")
+    with ThreadPoolExecutor(1) as pool, _service_with_runner(tmp_path, pool) as c:
+
+        def broken_put(policy: Any) -> None:
+            raise OSError("disk full")
+
+        c.app.state.store.put_regime_policy = broken_put
+        r = c.post("/v1/tuning-jobs", json={"trace": str(trace), "apply": True}, headers=AUTH)
+        run = c.app.state.jobs.wait(r.json()["id"], timeout=30)
+        assert run.status is RunStatus.SUCCEEDED and run.policies
+        got = c.get(f"/v1/tuning-jobs/{run.id}").json()
+        assert "applying them failed: disk full" in got["error"]

@@ -253,8 +253,8 @@ def _is_broken(executor: Executor | None) -> bool:
 class JobManager:
     """Submit jobs to ``executor`` (built from settings when None) and record their runs.
 
-    ``on_success(run, apply)`` is called with the finished run (the controller stores its policies
-    when the job asked to ``apply`` them). ``work_dir`` holds uploads and checkpoints (by
+    ``on_success(run, apply)`` is called with a run that succeeded, before it is recorded so (the
+    controller stores its policies when the job asked to ``apply`` them). ``work_dir`` holds uploads and checkpoints (by
     default a directory per store under ``tuning.upload_dir`` or the system's temp dir)."""
 
     def __init__(
@@ -481,13 +481,17 @@ class JobManager:
             done = self._interrupted(run, "the service stopped while it ran")
         else:
             done = self._outcome(run, fut)
-        if not self._end(done):
-            return
+        # Its policies are applied before the job is recorded as succeeded: a client that
+        # sees "succeeded" finds them in force.
         if done.status is RunStatus.SUCCEEDED and self.on_success is not None:
             try:
                 self.on_success(done, apply)
-            except Exception:
+            except Exception as exc:
                 log.exception("applying tuning job %s failed", run.id)
+                done = done.model_copy(
+                    update={"error": f"the job tuned its policies, but applying them failed: {exc}"[:2000]}
+                )
+        self._end(done)
 
     def _outcome(self, run: TuningRun, fut: Future[dict[str, Any]]) -> TuningRun:
         try:
@@ -513,18 +517,17 @@ class JobManager:
             reason = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
         return run.model_copy(update={"status": RunStatus.FAILED, "error": reason[:2000]})
 
-    def _end(self, run: TuningRun) -> bool:
+    def _end(self, run: TuningRun) -> None:
         """Store a job's last state; its checkpoint goes, and its upload unless it can restart."""
         try:
             self.store.save_job(run)
         except Exception:
             log.exception("cannot record tuning job %s", run.id)
-            return False
+            return
         self.recorder.job_ended(run.status.value)
         self._checkpoint(run.id).unlink(missing_ok=True)
         if run.status is not RunStatus.INTERRUPTED and self._is_upload(run.trace):
             Path(str(run.trace)).unlink(missing_ok=True)
-        return True
 
     def evaluations_done(self, run: TuningRun) -> int:
         """Evaluations a job has completed: counted from its checkpoint while it runs (the
