@@ -453,12 +453,14 @@ class RedisClusterRescaler:
         # A plan that follows at once may move a slot back to the node that gave it away: if
         # that node reclaims it before it knows the taker's new config epoch, its claim can
         # lose to the taker's in its own view, and nobody serves the slot. So every node knows
-        # every epoch first (the moves are done: a node that does not answer is the next
-        # plan's refusal).
+        # every epoch first, and then every node's view of the slots agrees with their owners'
+        # (a view can lag its epochs under load; the next plan would be refused meanwhile).
+        # The moves are done: a node that does not answer is the next plan's refusal.
         try:
             wait_epochs_known(self.conns, [n.address for n in topo.nodes.values()], timeout=10.0)
+            topo = wait_converged(self.conns, self.seed, set(topo.nodes), timeout=10.0)
         except (ClusterUnhealthy, SourceError) as exc:
-            self.log(f"not every node knows every config epoch yet: {exc}")
+            self.log(f"the nodes do not agree yet on every config epoch and slot: {exc}")
         for n in topo.masters:
             value = journal.replica_migration.get(n.address, "yes")
             self.conns.call(n.address, "CONFIG", "SET", "cluster-allow-replica-migration", value)
