@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/regimetune demo
 
-## test: set up, then lint and run the test suite
+## test: set up, then lint and run the test suite (one worker per core)
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
