@@ -302,7 +302,7 @@ def test_a_job_is_seen_succeeded_only_once_its_policies_are_in_force(tmp_path: P
         put = store.put_regime_policy
 
         def slow_put(policy: Any) -> None:  # the policy is stored a while after tuning ended
-            time.sleep(0.5)
+            time.sleep(1.0)
             put(policy)
 
         store.put_regime_policy = slow_put

@@ -253,9 +253,10 @@ def _is_broken(executor: Executor | None) -> bool:
 class JobManager:
     """Submit jobs to ``executor`` (built from settings when None) and record their runs.
 
-    ``on_success(run, apply)`` is called with a run that succeeded, before it is recorded so (the
-    controller stores its policies when the job asked to ``apply`` them). ``work_dir`` holds uploads and checkpoints (by
-    default a directory per store under ``tuning.upload_dir`` or the system's temp dir)."""
+    ``on_success(run, apply)`` is called with a run that succeeded, before it is recorded so
+    (the controller stores its policies when the job asked to ``apply`` them). ``work_dir``
+    holds uploads and checkpoints (by default a directory per store under
+    ``tuning.upload_dir`` or the system's temp dir)."""
 
     def __init__(
         self,
