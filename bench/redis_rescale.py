@@ -33,10 +33,11 @@ search on this cluster's per-slot bytes and load (4-6 servers).
 For each: the largest master's bytes (measured by the Lua scan after the move) and load over
 the mean, bytes and slots moved, wall time of the whole operation (joining nodes included),
 keys lost, client errors; and the least bytes any plan must move to leave every master within
-1.10x (and 1.00x) the mean bytes, with the bytes moved over the first of these. For regimetune, the move's time predicted by the cost model
-of a slot move (fitted to batches timed on a scratch cluster with the same keys, before the
-runs) stands beside the measured one, and the planner's Eq. 3 at ``--net-bandwidth`` (bytes
-over bandwidth). Ratios are to ``rebalance`` in the same run.
+1.10x (and 1.00x) the mean bytes, with the bytes moved over the first of these. For
+regimetune, the move's time predicted by the cost model of a slot move (fitted to batches
+timed on a scratch cluster with the same keys, before the runs) stands beside the measured
+one, and the planner's Eq. 3 at ``--net-bandwidth`` (bytes over bandwidth). Ratios are to
+``rebalance`` in the same run.
 
     nice .venv/bin/python bench/redis_rescale.py --keys 40000
 
