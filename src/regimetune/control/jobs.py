@@ -58,6 +58,8 @@ MAX_UPLOAD_NAME = 100
 """Characters of an upload's own name kept in the stored file's name (its end: the suffix
 names the format); the file system allows 255 bytes for the whole name."""
 _STOP_GRACE_S = 3.0
+_ERROR_CHARS = 2000
+"""Characters of a job's error kept in its record."""
 
 
 def run_tuning(
@@ -489,9 +491,8 @@ class JobManager:
                 self.on_success(done, apply)
             except Exception as exc:
                 log.exception("applying tuning job %s failed", run.id)
-                done = done.model_copy(
-                    update={"error": f"the job tuned its policies, but applying them failed: {exc}"[:2000]}
-                )
+                why = f"the job tuned its policies, but applying them failed: {exc}"
+                done = done.model_copy(update={"error": why[:_ERROR_CHARS]})
         self._end(done)
 
     def _outcome(self, run: TuningRun, fut: Future[dict[str, Any]]) -> TuningRun:
@@ -516,7 +517,7 @@ class JobManager:
             reason = f"the tuning worker died (killed, or out of memory?): {exc}"
         except Exception as exc:  # a job's failure is its result, never the service's
             reason = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
-        return run.model_copy(update={"status": RunStatus.FAILED, "error": reason[:2000]})
+        return run.model_copy(update={"status": RunStatus.FAILED, "error": reason[:_ERROR_CHARS]})
 
     def _end(self, run: TuningRun) -> None:
         """Store a job's last state; its checkpoint goes, and its upload unless it can restart."""
